@@ -1,0 +1,107 @@
+"""Typed readers for DASHBOARD_* environment variables.
+
+Every reader fails loudly on a malformed value instead of falling back silently, and reads a
+secret from the file named by ``<NAME>_FILE`` when that variable is set (Docker/Kubernetes secrets).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+PREFIX = "DASHBOARD_"
+
+
+class ConfigError(ValueError):
+    """A DASHBOARD_* variable holds a value we cannot use."""
+
+
+def _raw(name: str) -> str | None:
+    key = PREFIX + name
+    file_key = key + "_FILE"
+    if os.environ.get(file_key):
+        path = Path(os.environ[file_key])
+        try:
+            return path.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{file_key}: cannot read {path}: {exc}") from exc
+    return os.environ.get(key)
+
+
+def env_str(name: str, default: str = "") -> str:
+    value = _raw(name)
+    return default if value is None else value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{PREFIX}{name}: expected a boolean (1/0, true/false), got {value!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise ConfigError(f"{PREFIX}{name}: expected an integer, got {value!r}") from exc
+    if minimum is not None and number < minimum:
+        raise ConfigError(f"{PREFIX}{name}: must be at least {minimum}, got {number}")
+    return number
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = _raw(name)
+    if value is None or value.strip() == "":
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def parse_database_url(url: str) -> dict[str, object]:
+    """Turn ``postgres://user:pass@host:port/name`` or ``sqlite:///path`` into Django settings."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in {"postgres", "postgresql", "pgsql"}:
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise ConfigError(f"{PREFIX}DATABASE_URL: no database name in {url!r}")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
+    if scheme == "sqlite":
+        # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
+        raw_path = unquote(parts.path)
+        path = raw_path[1:] if raw_path.startswith("//") else raw_path.lstrip("/")
+        if not path:
+            raise ConfigError(f"{PREFIX}DATABASE_URL: no file path in {url!r}")
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": path,
+            "OPTIONS": {"timeout": 30},
+        }
+    raise ConfigError(
+        f"{PREFIX}DATABASE_URL: unsupported scheme {scheme!r} (use postgres:// or sqlite:///)"
+    )
+
+
+def check_redis_url(url: str) -> str:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in {"redis", "rediss", "unix"}:
+        raise ConfigError(f"{PREFIX}REDIS_URL: expected redis://, rediss:// or unix://, got {url!r}")
+    return url

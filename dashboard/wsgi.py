@@ -1,0 +1,8 @@
+"""WSGI entry point (management and plain HTTP only; the product runs on ASGI)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+application = get_wsgi_application()

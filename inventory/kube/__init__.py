@@ -1,0 +1,1 @@
+"""Kubernetes connection: client, discovery, list+watch loop, version normalizers, fake API server."""
