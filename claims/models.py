@@ -1,0 +1,157 @@
+"""Claims models: who asks for devices (claims, templates, pods), what they hold, and quota."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from claims.choices import ClaimState
+from inventory.models import KubeObject
+
+
+class NamespacedObject(KubeObject):
+    """A namespaced Kubernetes object; names are unique within a namespace."""
+
+    namespace = models.CharField(max_length=253, db_index=True)
+
+    class Meta:
+        abstract = True
+
+
+class ResourceClaim(NamespacedObject):
+    """A resource.k8s.io ResourceClaim: a request for devices, and its allocation once made.
+
+    Classic (v1alpha2) claims are allocated by their driver, not by the scheduler; they are
+    kept and shown but flagged so that what-if does not pretend to simulate them.
+    """
+
+    state = models.CharField(max_length=32, choices=ClaimState.choices, db_index=True)
+    classic = models.BooleanField(default=False)
+    node_name = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="The node the allocation is bound to, when its nodeSelector names one node.",
+    )
+    device_classes = models.JSONField(default=list, blank=True)
+    request_count = models.PositiveIntegerField(default=0)
+    allocated_count = models.PositiveIntegerField(default=0)
+    template_name = models.CharField(max_length=253, blank=True, default="")
+    owner_pod = models.CharField(max_length=253, blank=True, default="")
+    diagnosis = models.JSONField(
+        null=True, blank=True, help_text="Why a pending claim does not fit (kept current)."
+    )
+    diagnosed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="claim_ns_name_unique"),
+        ]
+
+    def clean(self) -> None:
+        if self.state == ClaimState.PENDING and self.allocated_count:
+            raise ValidationError("a pending claim holds no devices")
+
+
+class ResourceClaimTemplate(NamespacedObject):
+    """A ResourceClaimTemplate: the spec pods use to get a claim of their own."""
+
+    device_classes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="template_ns_name_unique"),
+        ]
+
+
+class AllocatedDevice(models.Model):
+    """One entry of a claim's status.allocation.devices.results, with its device status."""
+
+    claim = models.ForeignKey(
+        ResourceClaim, on_delete=models.CASCADE, related_name="allocated_devices"
+    )
+    request = models.CharField(max_length=253, help_text="`req` or `req/subreq`.")
+    driver = models.CharField(max_length=253)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=253)
+    share_id = models.CharField(max_length=64, blank=True, default="")
+    consumed_capacity = models.JSONField(default=dict, blank=True)
+    admin_access = models.BooleanField(default=False)
+    tolerations = models.JSONField(default=list, blank=True)
+    binding_conditions = models.JSONField(default=list, blank=True)
+    binding_failure_conditions = models.JSONField(default=list, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+    network_data = models.JSONField(null=True, blank=True)
+    data = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["claim_id", "id"]
+        indexes = [models.Index(fields=["driver", "pool", "device"], name="alloc_device_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.claim}: {self.request} -> {self.key}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+class Reservation(models.Model):
+    """One entry of a claim's status.reservedFor: a consumer (usually a pod) using the claim."""
+
+    claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="reservations")
+    api_group = models.CharField(max_length=253, blank=True, default="")
+    resource = models.CharField(max_length=253, default="pods")
+    name = models.CharField(max_length=253)
+    consumer_uid = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["claim_id", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.resource}/{self.name}"
+
+
+class Pod(NamespacedObject):
+    """A core/v1 Pod that references ResourceClaims (other pods are not stored)."""
+
+    phase = models.CharField(max_length=32, blank=True, default="")
+    node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    resource_claims = models.JSONField(default=list, blank=True)
+    container_claims = models.JSONField(default=dict, blank=True)
+    claim_statuses = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="pod_ns_name_unique"),
+        ]
+
+
+class ResourceQuota(NamespacedObject):
+    """A core/v1 ResourceQuota, with DRA device-class limits among its `hard` and `used`."""
+
+    hard = models.JSONField(default=dict, blank=True)
+    used = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="quota_ns_name_unique"),
+        ]
+
+
+class PodSchedulingContext(NamespacedObject):
+    """A classic (v1alpha2) PodSchedulingContext: the scheduler's node negotiation with drivers."""
+
+    selected_node = models.CharField(max_length=253, blank=True, default="")
+    potential_nodes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="psc_ns_name_unique"),
+        ]

@@ -1,0 +1,64 @@
+"""Live updates: typed events that carry ids, sent to Channels groups after the commit.
+
+Events never carry HTML: the browser re-fetches the affected fragment through the normal view,
+so permissions and rendering have a single code path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Literal, TypedDict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+Topic = Literal[
+    "nodes",
+    "classes",
+    "pools",
+    "slices",
+    "devices",
+    "claims",
+    "templates",
+    "pods",
+    "quotas",
+    "sync",
+    "whatif",
+]
+TOPICS: tuple[str, ...] = Topic.__args__  # type: ignore[attr-defined]
+
+
+class ChangedEvent(TypedDict):
+    """`<topic>.changed`: these ids of the topic's objects changed (created, updated or deleted)."""
+
+    type: Literal["live.changed"]
+    topic: str
+    ids: list[str]
+
+
+def group_name(topic: str) -> str:
+    # Channels group names allow only ASCII letters, digits, hyphens, underscores and periods.
+    return "live." + "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)[:90]
+
+
+def send_now(changes: Mapping[str, Iterable[str]]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for topic, ids in changes.items():
+        event: ChangedEvent = {"type": "live.changed", "topic": topic, "ids": list(ids)}
+        try:
+            async_to_sync(layer.group_send)(group_name(topic), event)
+        except Exception:  # a live-update hiccup must never fail a sync batch
+            log.exception("live update for %s could not be sent", topic)
+
+
+def publish_changes(changes: Mapping[str, Iterable[str]]) -> None:
+    """Send `changes` (topic -> ids) once the current transaction commits, never before."""
+    frozen = {topic: list(ids) for topic, ids in changes.items() if ids}
+    if frozen:
+        transaction.on_commit(lambda: send_now(frozen))

@@ -1,0 +1,254 @@
+"""Inventory models: what the cluster offers (nodes, classes, slices, pools, devices, counters).
+
+Every synced object keeps the JSON the API server sent (`raw`) and its normalized v1 form (`obj`)
+beside the columns we index and query, so no field the cluster sent is lost.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from inventory.choices import Kind
+
+
+class KubeObject(models.Model):
+    """Columns every synced Kubernetes object has."""
+
+    uid = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=253, db_index=True)
+    api_version = models.CharField(
+        max_length=64, help_text="The apiVersion the server sent the object in."
+    )
+    resource_version = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(null=True, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    raw = models.JSONField(help_text="The object exactly as the API server sent it.")
+    obj = models.JSONField(help_text="The object normalized to the internal v1 shape.")
+    synced_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        namespace = getattr(self, "namespace", "")
+        return f"{namespace}/{self.name}" if namespace else self.name
+
+
+class Node(KubeObject):
+    """A core/v1 Node: where node-local devices live and what node selectors match."""
+
+    name = models.CharField(max_length=253, unique=True)
+    ready = models.BooleanField(default=False)
+    unschedulable = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["name"]
+
+
+class DeviceClass(KubeObject):
+    """A resource.k8s.io DeviceClass: selectors and config that requests refer to by name."""
+
+    name = models.CharField(max_length=253, unique=True)
+    selectors = models.JSONField(default=list, blank=True)
+    config = models.JSONField(default=list, blank=True)
+    extended_resource_name = models.CharField(max_length=253, blank=True, default="")
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "device classes"
+
+
+class ResourceClass(KubeObject):
+    """A classic (v1alpha2) ResourceClass: the driver allocates claims of this class itself."""
+
+    name = models.CharField(max_length=253, unique=True)
+    driver_name = models.CharField(max_length=253, db_index=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "resource classes"
+
+
+class Pool(models.Model):
+    """A pool of devices, named by driver and pool name, published across one or more slices.
+
+    Only slices of the highest generation count; the pool is complete when all
+    `resource_slice_count` slices of that generation are present.
+    """
+
+    driver = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    generation = models.BigIntegerField(default=0)
+    resource_slice_count = models.PositiveIntegerField(default=1)
+    slices_seen = models.PositiveIntegerField(default=0)
+    complete = models.BooleanField(default=False)
+    node_name = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="Set when every current slice of the pool is local to this one node.",
+    )
+    device_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["driver", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["driver", "name"], name="pool_driver_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+    def clean(self) -> None:
+        if self.slices_seen > self.resource_slice_count and self.complete:
+            raise ValidationError("a pool cannot hold more slices than resourceSliceCount")
+
+
+class ResourceSlice(KubeObject):
+    """A resource.k8s.io ResourceSlice: one published part of a pool."""
+
+    name = models.CharField(max_length=253, unique=True)
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="slices")
+    driver = models.CharField(max_length=253, db_index=True)
+    pool_name = models.CharField(max_length=253)
+    generation = models.BigIntegerField(default=0)
+    current = models.BooleanField(
+        default=True, help_text="Belongs to the highest generation of its pool."
+    )
+    node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    all_nodes = models.BooleanField(default=False)
+    node_selector = models.JSONField(null=True, blank=True)
+    per_device_node_selection = models.BooleanField(default=False)
+    shared_counters = models.JSONField(default=list, blank=True)
+    classic = models.BooleanField(default=False, help_text="A v1alpha2 namedResources slice.")
+
+    class Meta:
+        ordering = ["driver", "pool_name", "name"]
+        indexes = [models.Index(fields=["driver", "pool_name"], name="slice_pool_idx")]
+
+
+class CounterSet(models.Model):
+    """A set of shared counters (sharedCounters) that partitionable devices consume from."""
+
+    slice = models.ForeignKey(ResourceSlice, on_delete=models.CASCADE, related_name="counter_sets")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="counter_sets")
+    name = models.CharField(max_length=253)
+    counters = models.JSONField(default=dict, help_text="counter name -> {value: quantity}")
+
+    class Meta:
+        ordering = ["pool_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["slice", "name"], name="counterset_slice_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool}/{self.name}"
+
+
+class Device(models.Model):
+    """One device of a ResourceSlice, identified by driver/pool/name."""
+
+    slice = models.ForeignKey(ResourceSlice, on_delete=models.CASCADE, related_name="devices")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="devices")
+    driver = models.CharField(max_length=253)
+    pool_name = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    current = models.BooleanField(default=True)
+    node_name = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="The node the device is local to (its own or its slice's nodeName).",
+    )
+    all_nodes = models.BooleanField(default=False)
+    node_selector = models.JSONField(null=True, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    capacity = models.JSONField(default=dict, blank=True)
+    allow_multiple_allocations = models.BooleanField(default=False)
+    consumes_counters = models.JSONField(default=list, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    tainted = models.BooleanField(default=False, db_index=True)
+    binds_to_node = models.BooleanField(default=False)
+    binding_conditions = models.JSONField(default=list, blank=True)
+    binding_failure_conditions = models.JSONField(default=list, blank=True)
+    spec = models.JSONField(default=dict, help_text="The device entry as published, v1 shape.")
+
+    class Meta:
+        ordering = ["driver", "pool_name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["slice", "name"], name="device_slice_name_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["driver", "pool_name", "name"], name="device_identity_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def key(self) -> str:
+        return f"{self.driver}/{self.pool_name}/{self.name}"
+
+
+class DeviceTaintRule(KubeObject):
+    """A DeviceTaintRule: taints applied to devices chosen by a selector."""
+
+    name = models.CharField(max_length=253, unique=True)
+    driver = models.CharField(max_length=253, blank=True, default="")
+    pool_name = models.CharField(max_length=253, blank=True, default="")
+    device_name = models.CharField(max_length=253, blank=True, default="")
+    taint = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["name"]
+
+
+class SyncState(models.Model):
+    """The sync cursor and health of one kind; survives restarts."""
+
+    kind = models.CharField(max_length=64, choices=Kind.choices, unique=True)
+    served_version = models.CharField(max_length=64, blank=True, default="")
+    served = models.BooleanField(default=True)
+    resource_version = models.CharField(max_length=64, blank=True, default="")
+    object_count = models.PositiveIntegerField(default=0)
+    events_total = models.BigIntegerField(default=0)
+    events_per_second = models.FloatField(default=0.0)
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    last_list_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    watcher = models.CharField(max_length=200, blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    skipped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["kind"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}@{self.resource_version or '-'}"
+
+
+class SkippedObject(models.Model):
+    """An object the sync could not normalize: recorded, skipped, the stream carried on."""
+
+    kind = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253, blank=True, default="")
+    name = models.CharField(max_length=253)
+    api_version = models.CharField(max_length=64, blank=True, default="")
+    field = models.CharField(max_length=500, blank=True, default="")
+    error = models.TextField()
+    seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-seen_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "namespace", "name"], name="skipped_kind_ns_name_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}: {self.error}"
