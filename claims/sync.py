@@ -25,6 +25,8 @@ from inventory.sync import (
     JSON,
     BatchResult,
     KindHandler,
+    count_change,
+    delete_row,
     meta_columns,
     object_uid,
     register,
@@ -176,14 +178,6 @@ def delete_claim(row: KubeObject, result: BatchResult) -> None:
     row.delete()
 
 
-def delete_row(topic: str):  # type: ignore[no-untyped-def]
-    def delete(row: KubeObject, result: BatchResult) -> None:
-        result.touch(topic, row.pk)
-        row.delete()
-
-    return delete
-
-
 def upsert_template(obj: JSON, raw: JSON, result: BatchResult) -> None:
     meta = obj["metadata"]
     columns = meta_columns(raw, obj)
@@ -194,7 +188,7 @@ def upsert_template(obj: JSON, raw: JSON, result: BatchResult) -> None:
         columns=columns,
         namespace=str(meta.get("namespace", "")),
     )
-    _count(result, changed, "templates", row.pk)
+    count_change(result, changed, "templates", row.pk)
 
 
 def pod_uses_claims(obj: Mapping[str, Any]) -> bool:
@@ -221,7 +215,7 @@ def upsert_pod(obj: JSON, raw: JSON, result: BatchResult) -> None:
     row, changed = upsert_row(
         PodModel, uid=object_uid(obj), columns=columns, namespace=str(meta.get("namespace", ""))
     )
-    _count(result, changed, "pods", row.pk)
+    count_change(result, changed, "pods", row.pk)
 
 
 def upsert_quota(obj: JSON, raw: JSON, result: BatchResult) -> None:
@@ -237,7 +231,7 @@ def upsert_quota(obj: JSON, raw: JSON, result: BatchResult) -> None:
         columns=columns,
         namespace=str(meta.get("namespace", "")),
     )
-    _count(result, changed, "quotas", row.pk)
+    count_change(result, changed, "quotas", row.pk)
 
 
 def upsert_scheduling_context(obj: JSON, raw: JSON, result: BatchResult) -> None:
@@ -252,15 +246,7 @@ def upsert_scheduling_context(obj: JSON, raw: JSON, result: BatchResult) -> None
         columns=columns,
         namespace=str(meta.get("namespace", "")),
     )
-    _count(result, changed, "pods", row.pk)
-
-
-def _count(result: BatchResult, changed: bool, topic: str, pk: object) -> None:
-    if changed:
-        result.upserted += 1
-        result.touch(topic, pk)
-    else:
-        result.unchanged += 1
+    count_change(result, changed, "pods", row.pk)
 
 
 def register_handlers() -> None:

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from inventory.choices import Kind
@@ -115,7 +114,7 @@ def object_uid(obj: Mapping[str, Any]) -> str:
 def upsert_row(
     model: type[KubeObject], *, uid: str, columns: JSON, namespace: str | None = None
 ) -> tuple[KubeObject, bool]:
-    """Create or update the row for `uid`; returns (row, changed). Unchanged objects are not written."""
+    """Create or update the row for `uid`; returns (row, changed). Unchanged rows stay."""
     lookup: JSON = {"name": columns["name"]}
     if namespace is not None:
         lookup["namespace"] = namespace
@@ -144,9 +143,7 @@ def upsert_node(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns["ready"] = _is_ready(obj)
     columns["unschedulable"] = bool((obj.get("spec") or {}).get("unschedulable"))
     row, changed = upsert_row(Node, uid=object_uid(obj), columns=columns)
-    _count(result, changed)
-    if changed:
-        result.touch("nodes", row.name)
+    count_change(result, changed, "nodes", row.name)
 
 
 def delete_node(row: KubeObject, result: BatchResult) -> None:
@@ -161,12 +158,10 @@ def upsert_device_class(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns["config"] = spec.get("config") or []
     columns["extended_resource_name"] = spec.get("extendedResourceName") or ""
     row, changed = upsert_row(DeviceClass, uid=object_uid(obj), columns=columns)
-    _count(result, changed)
-    if changed:
-        result.touch("classes", row.pk)
+    count_change(result, changed, "classes", row.pk)
 
 
-def delete_simple(topic: str) -> Callable[[KubeObject, BatchResult], None]:
+def delete_row(topic: str) -> Callable[[KubeObject, BatchResult], None]:
     def delete(row: KubeObject, result: BatchResult) -> None:
         result.touch(topic, row.pk)
         row.delete()
@@ -180,9 +175,7 @@ def upsert_resource_class(obj: JSON, raw: JSON, result: BatchResult) -> None:
         obj.get("driverName") or (obj.get("classic") or {}).get("driverName") or ""
     )
     row, changed = upsert_row(ResourceClass, uid=object_uid(obj), columns=columns)
-    _count(result, changed)
-    if changed:
-        result.touch("classes", row.pk)
+    count_change(result, changed, "classes", row.pk)
 
 
 def upsert_taint_rule(obj: JSON, raw: JSON, result: BatchResult) -> None:
@@ -194,9 +187,7 @@ def upsert_taint_rule(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns["device_name"] = selector.get("device") or ""
     columns["taint"] = spec.get("taint") or {}
     row, changed = upsert_row(DeviceTaintRule, uid=object_uid(obj), columns=columns)
-    _count(result, changed)
-    if changed:
-        result.touch("devices", "*")
+    count_change(result, changed, "devices", "*")
 
 
 def _device_columns(device: Mapping[str, Any], spec: Mapping[str, Any]) -> JSON:
@@ -368,22 +359,21 @@ def delete_resource_slice(row: KubeObject, result: BatchResult) -> None:
     refresh_pool(pool, result)
 
 
-def _count(result: BatchResult, changed: bool) -> None:
+def count_change(result: BatchResult, changed: bool, topic: str, pk: object) -> None:
     if changed:
         result.upserted += 1
+        result.touch(topic, pk)
     else:
         result.unchanged += 1
 
 
 register(KindHandler(Kind.NODE, Node, upsert_node, delete_node))
-register(KindHandler(Kind.DEVICE_CLASS, DeviceClass, upsert_device_class, delete_simple("classes")))
+register(KindHandler(Kind.DEVICE_CLASS, DeviceClass, upsert_device_class, delete_row("classes")))
 register(
-    KindHandler(Kind.RESOURCE_CLASS, ResourceClass, upsert_resource_class, delete_simple("classes"))
+    KindHandler(Kind.RESOURCE_CLASS, ResourceClass, upsert_resource_class, delete_row("classes"))
 )
 register(
-    KindHandler(
-        Kind.DEVICE_TAINT_RULE, DeviceTaintRule, upsert_taint_rule, delete_simple("devices")
-    )
+    KindHandler(Kind.DEVICE_TAINT_RULE, DeviceTaintRule, upsert_taint_rule, delete_row("devices"))
 )
 register(
     KindHandler(Kind.RESOURCE_SLICE, ResourceSlice, upsert_resource_slice, delete_resource_slice)
@@ -415,7 +405,9 @@ def _record_skip(kind: str, raw: Mapping[str, Any], exc: Exception, result: Batc
     log.warning("skipped %s %s/%s: %s", kind, namespace, name, exc)
 
 
-def _apply_one(kind: str, event_type: str, raw: JSON, result: BatchResult) -> None:
+def _apply_one(
+    kind: str, event_type: str, raw: JSON, result: BatchResult, obj: JSON | None = None
+) -> None:
     handler = handler_for(kind)
     if event_type == "DELETED":
         uid = object_uid(raw)
@@ -430,11 +422,12 @@ def _apply_one(kind: str, event_type: str, raw: JSON, result: BatchResult) -> No
             handler.delete(row, result)
             result.deleted += 1
         return
-    try:
-        obj = _normalize(raw)
-    except ValueError as exc:
-        _record_skip(kind, raw, exc, result)
-        return
+    if obj is None:
+        try:
+            obj = _normalize(raw)
+        except ValueError as exc:
+            _record_skip(kind, raw, exc, result)
+            return
     if not handler.keep(obj):
         row = handler.model.objects.filter(uid=object_uid(obj)).first()
         if row is not None:
@@ -467,19 +460,37 @@ def apply_events(
     return result
 
 
-def replace_all(
-    kind: str, raws: Iterable[JSON], *, publish: bool = True, scope_namespace: str | None = None
+def upsert_events(
+    kind: str, pairs: Iterable[tuple[JSON, JSON | None]], *, publish: bool = True
 ) -> BatchResult:
-    """Make the stored objects of `kind` equal to `raws`: upsert each, delete the rest.
+    """Upsert (raw, normalized-or-None) objects of one kind in one transaction."""
+    result = BatchResult()
+    with transaction.atomic():
+        for raw, obj in pairs:
+            _apply_one(kind, "ADDED", raw, result, obj)
+        if publish:
+            _publish(result)
+    return result
 
-    This is what a relist (after 410 Gone) and a full snapshot import do.
+
+def replace_all(
+    kind: str,
+    pairs: Iterable[tuple[JSON, JSON | None]],
+    *,
+    publish: bool = True,
+    scope_namespace: str | None = None,
+) -> BatchResult:
+    """Make the stored objects of `kind` equal to `pairs` (raw, normalized-or-None).
+
+    Upserts each object and deletes the rest: what a relist after 410 Gone and a full
+    snapshot import do. An object that fails to normalize is recorded and its stored row kept.
     """
     handler = handler_for(kind)
     result = BatchResult()
     with transaction.atomic():
         seen: set[str] = set()
-        for raw in raws:
-            _apply_one(kind, "ADDED", raw, result)
+        for raw, obj in pairs:
+            _apply_one(kind, "ADDED", raw, result, obj)
             seen.add(object_uid(raw))
         stored = handler.model.objects.all()
         if scope_namespace is not None:
@@ -499,7 +510,3 @@ def _publish(result: BatchResult) -> None:
     from dashboard.live import publish_changes
 
     publish_changes({topic: sorted(ids) for topic, ids in result.changed.items() if ids})
-
-
-def stamp(now: datetime | None = None) -> datetime:
-    return now or timezone.now()

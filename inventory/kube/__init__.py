@@ -1,1 +1,1 @@
-"""Kubernetes connection: client, discovery, list+watch loop, version normalizers, fake API server."""
+"""Kubernetes connection: client, discovery, list+watch, normalizers, fake API server."""
