@@ -1,0 +1,171 @@
+"""A tiny declarative type checker for Kubernetes JSON, reporting the path of the first mismatch.
+
+Only fields named in a shape are checked; every other key passes untouched, so fields newer than
+this code survive. `None` counts as absent: Go emits `null` for nil pointers and slices without
+`omitempty`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import Context, describe
+
+# resource.Quantity's serialized form: a signed decimal number with an optional SI, binary-SI or
+# decimal-exponent suffix.
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
+
+
+def child(path: str, name: str) -> str:
+    """Path of field `name` inside the object at `path`."""
+    return f"{path}.{name}" if path else name
+
+
+def item(path: str, index: int | str) -> str:
+    """Path of list index or map key `index` inside the value at `path`."""
+    return f"{path}[{index}]"
+
+
+class Shape(Protocol):
+    """Something that can check one JSON value."""
+
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        """Raise NormalizeError if `value` at `path` does not fit."""
+
+
+class _Scalar:
+    expected = ""
+
+    def fits(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        if not self.fits(value):
+            raise ctx.error(path, f"expected {self.expected}, got {describe(value)}")
+
+
+class _Str(_Scalar):
+    expected = "a string"
+
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+
+class _Int(_Scalar):
+    expected = "an integer"
+
+    def fits(self, value: Any) -> bool:
+        # bool is an int subclass in Python but never one in JSON.
+        return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Bool(_Scalar):
+    expected = "a boolean"
+
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+
+class _Quantity(_Scalar):
+    expected = "a quantity"
+
+    def fits(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, int | float):
+            return True
+        return isinstance(value, str) and _QUANTITY.match(value) is not None
+
+
+class _Anything:
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        return None
+
+
+STR: Shape = _Str()
+INT: Shape = _Int()
+BOOL: Shape = _Bool()
+QUANTITY: Shape = _Quantity()
+# RawExtension payloads (opaque driver parameters) and other free-form JSON.
+ANY: Shape = _Anything()
+
+
+def _require_mapping(value: Any, path: str, ctx: Context) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ctx.error(path, f"expected a mapping, got {describe(value)}")
+    return value
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A JSON array whose items all fit `item`."""
+
+    item_shape: Shape
+
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        if not isinstance(value, list | tuple):
+            raise ctx.error(path, f"expected a list, got {describe(value)}")
+        for index, entry in enumerate(value):
+            if entry is None:
+                raise ctx.error(item(path, index), "expected a value, got None")
+            self.item_shape.check(entry, item(path, index), ctx)
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A JSON object used as a map: string keys, every value fits `value_shape`."""
+
+    value_shape: Shape
+
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        mapping = _require_mapping(value, path, ctx)
+        for key, entry in mapping.items():
+            if not isinstance(key, str):
+                raise ctx.error(path, f"expected string keys, got {describe(key)}")
+            if entry is None:
+                raise ctx.error(item(path, key), "expected a value, got None")
+            self.value_shape.check(entry, item(path, key), ctx)
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A JSON object with known fields; `required` ones must be present and not null."""
+
+    fields: Mapping[str, Shape]
+    required: frozenset[str] = field(default_factory=frozenset)
+
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        mapping = _require_mapping(value, path, ctx)
+        for name in sorted(self.required):
+            if mapping.get(name) is None:
+                raise ctx.error(child(path, name), "required field missing")
+        for name, shape in self.fields.items():
+            entry = mapping.get(name)
+            if entry is not None:
+                shape.check(entry, child(path, name), ctx)
+
+    def extend(self, *, required: tuple[str, ...] = (), **fields: Shape) -> Obj:
+        """A copy with more (or replaced) fields and more required names."""
+        return Obj({**self.fields, **fields}, self.required | frozenset(required))
+
+    def without(self, *names: str) -> Obj:
+        """A copy lacking `names` (neither checked nor required)."""
+        kept = {key: shape for key, shape in self.fields.items() if key not in names}
+        return Obj(kept, self.required - frozenset(names))
+
+
+def obj(*, required: tuple[str, ...] = (), **fields: Shape) -> Obj:
+    """Shorthand for `Obj` with keyword fields."""
+    return Obj(fields, frozenset(required))
+
+
+def plain(value: Any) -> Any:
+    """A deep copy made only of dicts, lists and scalars, so callers never share or mutate input."""
+    if isinstance(value, Mapping):
+        return {key: plain(entry) for key, entry in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(entry) for entry in value]
+    return value
