@@ -1,0 +1,22 @@
+"""`manage.py ensure_admin`: make sure a first administrator exists and say how to sign in."""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Create the 'admin' user with a random password on first run and print it once."
+
+    def handle(self, *args, **options):
+        if User.objects.filter(is_superuser=True).exists():
+            self.stdout.write("run: sign in with your existing administrator account")
+            return
+        password = secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "", password)
+        path = settings.VAR_DIR / "admin-password"
+        path.write_text(password + "\n")
+        path.chmod(0o600)
+        self.stdout.write(f"run: created user 'admin' with password {password} (also in {path})")

@@ -1,0 +1,152 @@
+"""Snapshot import and export: all or nothing, errors that point at the field, round trips."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from claims.choices import ClaimState
+from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
+from inventory.models import Device, DeviceClass, Node, Pool, ResourceSlice
+from inventory.snapshot import SnapshotError, import_files, import_texts, write_snapshot
+
+FIXTURES = Path(__file__).parent / "fixtures" / "snapshot"
+
+
+@pytest.fixture
+def small_cluster(db):
+    return import_files([FIXTURES / "small-cluster.yaml"])
+
+
+def test_import_fills_every_kind(small_cluster):
+    """A kubectl List lands as nodes, classes, slices, pools, devices, claims and pods."""
+    assert set(Node.objects.values_list("name", flat=True)) == {"node-a", "node-b"}
+    assert Node.objects.get(name="node-a").ready
+    assert not Node.objects.get(name="node-b").ready
+    assert DeviceClass.objects.get().name == "gpu.example.com"
+    assert ResourceSlice.objects.count() == 2
+    assert Device.objects.count() == 3
+    assert Device.objects.get(name="gpu-1").tainted
+
+
+def test_pool_completeness(small_cluster):
+    """A pool with all slices of its generation is complete; one missing a slice is not."""
+    local = Pool.objects.get(driver="gpu.example.com", name="node-a")
+    assert (local.complete, local.generation, local.node_name, local.device_count) == (
+        True, 1, "node-a", 2,
+    )
+    fabric = Pool.objects.get(name="fabric-rack-a")
+    assert (fabric.complete, fabric.slices_seen, fabric.resource_slice_count) == (False, 1, 2)
+
+
+def test_claims_state_allocation_and_reservations(small_cluster):
+    """Claim state, allocated devices and reservations come from status."""
+    train = ResourceClaim.objects.get(namespace="team-a", name="train-0")
+    assert train.state == ClaimState.RESERVED
+    assert train.node_name == "node-a"
+    assert train.device_classes == ["gpu.example.com"]
+    device = AllocatedDevice.objects.get(claim=train)
+    assert device.key == "gpu.example.com/node-a/gpu-0"
+    assert Reservation.objects.get(claim=train).name == "train-0-pod"
+    assert ResourceClaim.objects.get(name="waiting").state == ClaimState.PENDING
+
+
+def test_only_pods_with_claims_are_kept(small_cluster):
+    """Pods that reference no claims are not stored; untracked kinds are reported."""
+    assert list(Pod.objects.values_list("name", flat=True)) == ["train-0-pod"]
+    assert Pod.objects.get().container_claims == {"main": ["gpu"]}
+    assert small_cluster.ignored["Namespace"] == 1
+
+
+def test_invalid_input_names_file_document_and_field(db):
+    """One bad field aborts the whole import and the message points at it."""
+    with pytest.raises(SnapshotError) as error:
+        import_files([FIXTURES / "bad-field.yaml"])
+    message = str(error.value)
+    assert "bad-field.yaml document 2" in message
+    assert "spec.devices.requests[0]" in message
+    assert "count" in message
+    assert "nothing was imported" in message
+    assert not DeviceClass.objects.exists()
+
+
+def test_failed_import_keeps_what_was_stored(small_cluster):
+    """A rejected import leaves the stored state exactly as it was."""
+    before = sorted(ResourceClaim.objects.values_list("uid", "resource_version"))
+    with pytest.raises(SnapshotError):
+        import_files([FIXTURES / "bad-field.yaml"])
+    assert sorted(ResourceClaim.objects.values_list("uid", "resource_version")) == before
+    assert DeviceClass.objects.filter(name="gpu.example.com").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kind: [unclosed", "invalid YAML at line 1"),
+        ('{"kind": ', "invalid JSON"),
+        ("- 1\n- 2\n", "expected an object"),
+        ("apiVersion: v1\nmetadata: {name: x}\n", "kind: required"),
+        (
+            "apiVersion: resource.k8s.io/v9\nkind: ResourceSlice\nmetadata: {name: x}\nspec: {}\n",
+            "resource.k8s.io/v9",
+        ),
+    ],
+)
+def test_malformed_documents(db, text, expected):
+    """Malformed YAML/JSON and unknown versions are clear errors, not crashes."""
+    with pytest.raises(SnapshotError, match=expected.replace("[", r"\[")):
+        import_texts([("input.yaml", text)])
+
+
+def test_full_import_removes_objects_no_longer_present(small_cluster):
+    """Re-importing a smaller snapshot of a kind deletes what it no longer lists."""
+    text = (FIXTURES / "small-cluster.yaml").read_text()
+    document = yaml.safe_load(text)
+    document["items"] = [i for i in document["items"] if i["metadata"]["name"] != "waiting"]
+    import_texts([("smaller.yaml", yaml.safe_dump(document))])
+    assert not ResourceClaim.objects.filter(name="waiting").exists()
+    assert ResourceClaim.objects.filter(name="train-0").exists()
+
+
+def test_merge_keeps_objects_missing_from_input(small_cluster):
+    """--merge only adds and updates."""
+    import_texts(
+        [("one.yaml", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\n"
+          "metadata: {name: extra, uid: u-extra}\nspec: {}\n")],
+        merge=True,
+    )
+    assert set(DeviceClass.objects.values_list("name", flat=True)) == {"gpu.example.com", "extra"}
+
+
+def test_reimport_is_idempotent(small_cluster):
+    """Importing the same snapshot again writes nothing."""
+    report = import_files([FIXTURES / "small-cluster.yaml"])
+    assert report.result.upserted == 0
+    assert report.result.deleted == 0
+
+
+def test_export_then_import_round_trips(small_cluster, tmp_path):
+    """export_snapshot writes the original objects; importing them changes nothing."""
+    out = io.StringIO()
+    count = write_snapshot(out, fmt="yaml")
+    exported = yaml.safe_load(out.getvalue())
+    assert exported["kind"] == "List"
+    assert count == len(exported["items"]) == 9
+    path = tmp_path / "export.yaml"
+    path.write_text(out.getvalue())
+    report = import_files([path])
+    assert (report.result.upserted, report.result.deleted) == (0, 0)
+
+
+def test_commands(small_cluster, tmp_path):
+    """The management commands wrap import and export and turn errors into CommandError."""
+    target = tmp_path / "out.json"
+    call_command("export_snapshot", "--format", "json", "--output", str(target))
+    assert '"kind": "List"' in target.read_text()
+    with pytest.raises(CommandError, match="nothing was imported"):
+        call_command("import_snapshot", str(FIXTURES / "bad-field.yaml"))
