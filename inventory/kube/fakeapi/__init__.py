@@ -1,0 +1,39 @@
+"""A fake Kubernetes API server: the sync's test double and the built-in demo cluster.
+
+It speaks the real JSON wire format (discovery, paginated lists, chunked watches with bookmarks,
+410 Expired after compaction) over HTTP on 127.0.0.1, so the official client talks to it exactly as
+to kube-apiserver. Run the demo with `python -m inventory.kube.fakeapi --help`.
+"""
+
+from inventory.kube.fakeapi.demo import ChurnLoop, convert_for_served, load_demo
+from inventory.kube.fakeapi.faults import FAULT_KINDS, Fault, FaultKind, Verb
+from inventory.kube.fakeapi.resources import (
+    DRA_GROUP,
+    DRA_PLURALS_BY_VERSION,
+    DRA_VERSIONS,
+    RESOURCES,
+    ResourceType,
+    resource_type,
+)
+from inventory.kube.fakeapi.server import FakeApiServer, RequestRecord
+from inventory.kube.fakeapi.store import Expired, ObjectStore
+
+__all__ = [
+    "DRA_GROUP",
+    "DRA_PLURALS_BY_VERSION",
+    "DRA_VERSIONS",
+    "FAULT_KINDS",
+    "RESOURCES",
+    "ChurnLoop",
+    "Expired",
+    "FakeApiServer",
+    "Fault",
+    "FaultKind",
+    "ObjectStore",
+    "RequestRecord",
+    "ResourceType",
+    "Verb",
+    "convert_for_served",
+    "load_demo",
+    "resource_type",
+]
