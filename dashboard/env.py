@@ -103,5 +103,7 @@ def parse_database_url(url: str) -> dict[str, object]:
 def check_redis_url(url: str) -> str:
     scheme = urlsplit(url).scheme.lower()
     if scheme not in {"redis", "rediss", "unix"}:
-        raise ConfigError(f"{PREFIX}REDIS_URL: expected redis://, rediss:// or unix://, got {url!r}")
+        raise ConfigError(
+            f"{PREFIX}REDIS_URL: expected redis://, rediss:// or unix://, got {url!r}"
+        )
     return url

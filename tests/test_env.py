@@ -58,7 +58,11 @@ def test_database_urls():
     pg = parse_database_url("postgres://user:p%40ss@db.local:5433/dash")
     assert pg["ENGINE"] == "django.db.backends.postgresql"
     assert (pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"], pg["NAME"]) == (
-        "user", "p@ss", "db.local", "5433", "dash",
+        "user",
+        "p@ss",
+        "db.local",
+        "5433",
+        "dash",
     )
     assert parse_database_url("sqlite:////tmp/x.sqlite3")["NAME"] == "/tmp/x.sqlite3"
     assert parse_database_url("sqlite:///var/x.sqlite3")["NAME"] == "var/x.sqlite3"

@@ -38,7 +38,10 @@ def test_pool_completeness(small_cluster):
     """A pool with all slices of its generation is complete; one missing a slice is not."""
     local = Pool.objects.get(driver="gpu.example.com", name="node-a")
     assert (local.complete, local.generation, local.node_name, local.device_count) == (
-        True, 1, "node-a", 2,
+        True,
+        1,
+        "node-a",
+        2,
     )
     fabric = Pool.objects.get(name="fabric-rack-a")
     assert (fabric.complete, fabric.slices_seen, fabric.resource_slice_count) == (False, 1, 2)
@@ -116,8 +119,13 @@ def test_full_import_removes_objects_no_longer_present(small_cluster):
 def test_merge_keeps_objects_missing_from_input(small_cluster):
     """--merge only adds and updates."""
     import_texts(
-        [("one.yaml", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\n"
-          "metadata: {name: extra, uid: u-extra}\nspec: {}\n")],
+        [
+            (
+                "one.yaml",
+                "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\n"
+                "metadata: {name: extra, uid: u-extra}\nspec: {}\n",
+            )
+        ],
         merge=True,
     )
     assert set(DeviceClass.objects.values_list("name", flat=True)) == {"gpu.example.com", "extra"}
