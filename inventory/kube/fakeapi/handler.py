@@ -126,6 +126,10 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             self._route(url.path, query)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        except Exception as exc:  # noqa: BLE001 - answer like a server, never drop silently
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._send_status(500, "InternalError", f"fake API server error: {exc!r}")
 
     def _reject(self) -> None:
         self._send_status(405, "MethodNotAllowed", f"the server does not allow {self.command} here")
@@ -240,6 +244,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             match = query.get("resourceVersionMatch", "")
             start: Key | None = None
             at: int | None = None
+            not_older_than = 0
             if query.get("continue"):
                 at, start = decode_continue(query["continue"])
             elif rv == "0":
@@ -248,13 +253,14 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             elif rv and (match == "Exact" or (limit and match != "NotOlderThan")):
                 at = _parse_rv(rv)
             elif rv:
-                _parse_rv(rv)
-                if int(rv) > self.app._store.revision:
-                    raise TooLarge(int(rv), self.app._store.revision)
+                not_older_than = _parse_rv(rv)
         except (ValueError, SelectorError) as exc:
             self._send_status(400, "BadRequest", str(exc))
             return
         try:
+            current = self.app._store.revision
+            if not_older_than > current:
+                raise TooLarge(not_older_than, current)
             revision, items = self.app._store.snapshot(route.rt, namespace=route.namespace, at=at)
         except Expired as exc:
             message = (
