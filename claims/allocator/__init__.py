@@ -1,0 +1,38 @@
+"""Pure-Python port of Kubernetes' structured allocator (k8s.io/dynamic-resource-allocation).
+
+Build an `Allocator` once from device classes, ResourceSlices, allocated state and features, then
+ask it per node; or run a whole scenario in the shared conformance format with
+`allocate_scenario`. Nothing here imports Django.
+"""
+
+from claims.allocator.allocator import (
+    Allocator,
+    allocate_scenario,
+    allocator_from_scenario,
+)
+from claims.allocator.pools import NodeInfo
+from claims.allocator.selection import SelectorCache
+from claims.allocator.types import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    AllocatedState,
+    AllocationError,
+    DeviceID,
+    Features,
+    NodeAllocationError,
+    ScenarioError,
+)
+
+__all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "AllocatedState",
+    "AllocationError",
+    "Allocator",
+    "DeviceID",
+    "Features",
+    "NodeAllocationError",
+    "NodeInfo",
+    "ScenarioError",
+    "SelectorCache",
+    "allocate_scenario",
+    "allocator_from_scenario",
+]

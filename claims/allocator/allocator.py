@@ -1,0 +1,351 @@
+"""The allocator: given classes, slices and what is already allocated, allocate claims per node.
+
+`Allocator` is built once (slices parsed, pools and selector results cached) and then asked per
+node, as the scheduler's filter asks upstream's allocator. `allocate_scenario` runs a scenario in
+the shared conformance format and returns the contract output.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from claims.allocator.counters import CounterSets
+from claims.allocator.pools import NodeInfo, PoolBuilder, SliceInfo
+from claims.allocator.requests import ClaimInfo
+from claims.allocator.search import DONE, DeviceResult, Run
+from claims.allocator.selection import SelectorCache
+from claims.allocator.types import (
+    JSON,
+    AllocatedState,
+    AllocationError,
+    Features,
+    NodeAllocationError,
+    ScenarioError,
+)
+
+# Each device in a request is one level of recursion in the search.
+_MIN_RECURSION_LIMIT = 10_000
+
+
+class Allocator:
+    """Allocates claims on one node at a time; reuse one instance for many nodes."""
+
+    def __init__(
+        self,
+        *,
+        classes: Sequence[JSON],
+        slices: Sequence[JSON],
+        features: Features | None = None,
+        allocated_state: AllocatedState | None = None,
+        selector_cache: SelectorCache | None = None,
+        share_id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        self.features = features or Features()
+        self.allocated_state = allocated_state or AllocatedState()
+        self.share_id_factory = share_id_factory
+        self.classes: dict[str, JSON] = {}
+        for index, device_class in enumerate(classes):
+            if not isinstance(device_class, dict):
+                raise ScenarioError(f"classes[{index}]: expected a DeviceClass object")
+            name = (device_class.get("metadata") or {}).get("name")
+            if not isinstance(name, str) or not name:
+                raise ScenarioError(f"classes[{index}]: metadata.name is required")
+            # Upstream's lister returns the first class with the name.
+            self.classes.setdefault(name, device_class)
+        self.slices = [SliceInfo.parse(raw, index=i) for i, raw in enumerate(slices)]
+        self._slices_on_node: dict[str, list[SliceInfo]] = {}
+        self._slices_shared: list[SliceInfo] = []
+        for info in self.slices:
+            if info.node_name:
+                self._slices_on_node.setdefault(info.node_name, []).append(info)
+            else:
+                self._slices_shared.append(info)
+        options = (self.features.ConsumableCapacity, self.features.ListTypeAttributes)
+        if selector_cache is None or selector_cache.key != options:
+            selector_cache = SelectorCache(
+                consumable_capacity=options[0], list_type_attributes=options[1]
+            )
+        self.selector_cache = selector_cache
+        self._pool_builder = PoolBuilder(features=self.features, all_slices=self.slices)
+        # Available counters per pool name, computed on first use like upstream's cache.
+        self._counter_cache: dict[str, CounterSets] = {}
+        self.num_allocate_one = 0
+
+    def new_run(self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]) -> Run:
+        """Gather the node's pools and prepare a search without running it."""
+        node_info = node if isinstance(node, NodeInfo) else NodeInfo.from_object(node)
+        claim_infos = [
+            c if isinstance(c, ClaimInfo) else ClaimInfo.parse(c, index=i)
+            for i, c in enumerate(claims)
+        ]
+        on_node = self._slices_on_node.get(node_info.name, [])
+        slices_for_node = on_node + self._slices_shared if on_node else self._slices_shared
+        pools = self._pool_builder.gather(slices_for_node, node_info)
+        return Run(
+            features=self.features,
+            node=node_info,
+            pools=pools,
+            claims=claim_infos,
+            classes=self.classes,
+            allocated_state=self.allocated_state,
+            selectors=self.selector_cache,
+            counter_cache=self._counter_cache,
+            share_id_factory=self.share_id_factory,
+        )
+
+    def allocate(
+        self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]
+    ) -> list[JSON] | None:
+        """One AllocationResult per claim, or None if the claims do not fit on the node.
+
+        Raises AllocationError for problems with the input (invalid CEL, unknown class, a limit
+        exceeded) and NodeAllocationError when only this node is affected (invalid pools).
+        """
+        run = self.new_run(node, claims)
+        run.prepare()
+        if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
+            sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
+        try:
+            outcome = run.allocate_one(0, 0, 0, 0, False, (0, 0, 0))
+        finally:
+            self.num_allocate_one += run.num_allocate_one
+        if outcome != DONE:
+            if any(pool.is_invalid for pool in run.pools):
+                raise NodeAllocationError("invalid resource pools were encountered")
+            return None
+        return [build_result(run, claim_index) for claim_index in range(len(run.claims))]
+
+
+def build_result(run: Run, claim_index: int) -> JSON:
+    """The AllocationResult of one claim in Kubernetes JSON shape."""
+    claim = run.claims[claim_index]
+    binding = run.features.DeviceBindingAndStatus
+    results = []
+    for item in run.results[claim_index]:
+        entry: JSON = {
+            "request": item.request_name,
+            "driver": item.id[0],
+            "pool": item.id[1],
+            "device": item.id[2],
+        }
+        if item.admin_access is not None:
+            entry["adminAccess"] = item.admin_access
+        if item.request.tolerations:
+            entry["tolerations"] = item.request.tolerations
+        if binding and item.device.binding_conditions:
+            entry["bindingConditions"] = item.device.binding_conditions
+        if binding and item.device.binding_failure_conditions:
+            entry["bindingFailureConditions"] = item.device.binding_failure_conditions
+        if item.share_id is not None:
+            entry["shareID"] = item.share_id
+        if item.consumed_capacity:
+            entry["consumedCapacity"] = {k: str(v) for k, v in item.consumed_capacity.items()}
+        results.append(entry)
+    devices: JSON = {"results": results}
+    config = _build_config(run, claim_index)
+    if config:
+        devices["config"] = config
+    allocation: JSON = {"devices": devices}
+    try:
+        node_selector = _node_selector(run.results[claim_index], run.node.name)
+    except AllocationError as exc:
+        raise AllocationError(f"create NodeSelector for claim {claim.name}: {exc}") from exc
+    if node_selector is not None:
+        allocation["nodeSelector"] = node_selector
+    return allocation
+
+
+def _device_configuration(entry: Mapping[str, Any]) -> JSON:
+    # DeviceConfiguration is inlined next to `requests` (claim) or alone (class).
+    return {k: v for k, v in entry.items() if k != "requests"}
+
+
+def _selected_names(run: Run, claim_index: int) -> list[tuple[str, str | None]]:
+    """Per request: its name and, for a request with subrequests, request/selected-subrequest."""
+    names = []
+    for request_index, request in enumerate(run.claims[claim_index].requests):
+        data = run.request_data[(claim_index, request_index, 0)]
+        if data.parent is not None:
+            sub = request.subrequests[data.selected_sub_index]
+            names.append((request.name, f"{request.name}/{sub.name}"))
+        else:
+            names.append((request.name, None))
+    return names
+
+
+def _build_config(run: Run, claim_index: int) -> list[JSON]:
+    claim = run.claims[claim_index]
+    config: list[JSON] = []
+    class_ranges: dict[str, tuple[int, int]] = {}
+    for request_index in range(len(claim.requests)):
+        data = run.request_data[(claim_index, request_index, 0)]
+        if data.parent is not None:
+            data = run.request_data[(claim_index, request_index, data.selected_sub_index)]
+        device_class = data.device_class
+        if device_class is None:
+            continue
+        class_name = (device_class.get("metadata") or {}).get("name", "")
+        existing = class_ranges.get(class_name)
+        if existing is not None:
+            for index in range(*existing):
+                config[index]["requests"].append(data.request_name)
+            continue
+        start = len(config)
+        for entry in (device_class.get("spec") or {}).get("config") or []:
+            config.append(
+                {
+                    "source": "FromClass",
+                    "requests": [data.request_name],
+                    **_device_configuration(entry),
+                }
+            )
+        class_ranges[class_name] = (start, len(config))
+
+    names = _selected_names(run, claim_index)
+    for entry in claim.config:
+        requests = entry.get("requests") or []
+        if not requests:
+            config.append({"source": "FromClaim", **_device_configuration(entry)})
+            continue
+        for name, sub_name in names:
+            if name in requests or (sub_name is not None and sub_name in requests):
+                config.append(
+                    {"source": "FromClaim", "requests": list(requests), **_device_configuration(entry)}
+                )
+                break
+
+    for entry in config:
+        requests = entry.get("requests")
+        if not requests:
+            continue
+        if all(
+            name in requests or (sub_name is not None and sub_name in requests)
+            for name, sub_name in names
+        ):
+            del entry["requests"]
+    return config
+
+
+def _node_selector(results: list[DeviceResult], node_name: str) -> JSON | None:
+    match_fields: list[JSON] = []
+    match_expressions: list[JSON] = []
+    for item in results:
+        info = item.slice
+        if info.per_device_node_selection:
+            node_name_set = item.device.node_name
+            selector = item.device.node_selector_raw
+        else:
+            node_name_set = info.node_name
+            selector = info.node_selector_raw
+        if node_name_set is not None or item.device.binds_to_node:
+            return {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [node_name]}
+                        ]
+                    }
+                ]
+            }
+        if selector is None:
+            continue
+        terms = selector.get("nodeSelectorTerms") or []
+        if len(terms) > 1:
+            raise AllocationError(
+                f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
+            )
+        if len(terms) == 1:
+            _add_requirements(terms[0].get("matchFields") or [], match_fields)
+            _add_requirements(terms[0].get("matchExpressions") or [], match_expressions)
+    if not match_fields and not match_expressions:
+        return None
+    term: JSON = {}
+    if match_expressions:
+        term["matchExpressions"] = match_expressions
+    if match_fields:
+        term["matchFields"] = match_fields
+    return {"nodeSelectorTerms": [term]}
+
+
+def _add_requirements(new: list[JSON], target: list[JSON]) -> None:
+    for requirement in new:
+        values = set(requirement.get("values") or [])
+        if not any(
+            existing.get("key") == requirement.get("key")
+            and existing.get("operator") == requirement.get("operator")
+            and set(existing.get("values") or []) == values
+            for existing in target
+        ):
+            target.append(requirement)
+
+
+def scenario_output(
+    allocator_or_error: Allocator | AllocationError, node: JSON | None, claims: Sequence[JSON]
+) -> JSON:
+    """{"results": ..., "error": ...} for one node."""
+    if isinstance(allocator_or_error, AllocationError):
+        return {"results": None, "error": str(allocator_or_error)}
+    try:
+        results = allocator_or_error.allocate(node, claims)
+    except AllocationError as exc:
+        return {"results": None, "error": str(exc)}
+    return {"results": results, "error": ""}
+
+
+def allocate_scenario(
+    scenario: Mapping[str, Any],
+    *,
+    share_id_factory: Callable[[], str] | None = None,
+    selector_cache: SelectorCache | None = None,
+) -> JSON:
+    """Run a conformance-format scenario and return the contract output.
+
+    With `nodes`, the same claims are allocated for each node in turn with one allocator and the
+    output is {"nodes": [{"node": NAME, "results": ..., "error": ...}, ...]}.
+    """
+    allocator_or_error: Allocator | AllocationError
+    claims: list[JSON] = []
+    try:
+        if not isinstance(scenario, Mapping):
+            raise ScenarioError("scenario: expected an object")
+        claims = list(scenario.get("claims") or [])
+        allocator_or_error = allocator_from_scenario(
+            scenario, share_id_factory=share_id_factory, selector_cache=selector_cache
+        )
+    except AllocationError as exc:
+        allocator_or_error = exc
+    nodes = scenario.get("nodes") if isinstance(scenario, Mapping) else None
+    if nodes:
+        return {
+            "nodes": [
+                {
+                    "node": str(((node or {}).get("metadata") or {}).get("name", "")),
+                    **scenario_output(allocator_or_error, node, claims),
+                }
+                for node in nodes
+            ]
+        }
+    node = scenario.get("node") if isinstance(scenario, Mapping) else None
+    if node is None and not isinstance(allocator_or_error, AllocationError):
+        allocator_or_error = ScenarioError("scenario: needs node or nodes")
+    return scenario_output(allocator_or_error, node, claims)
+
+
+def allocator_from_scenario(
+    scenario: Mapping[str, Any],
+    *,
+    share_id_factory: Callable[[], str] | None = None,
+    selector_cache: SelectorCache | None = None,
+) -> Allocator:
+    """Build an Allocator from a scenario's features, classes, slices and allocated state."""
+    features = Features.from_dict(scenario.get("features"))
+    return Allocator(
+        classes=list(scenario.get("classes") or []),
+        slices=list(scenario.get("slices") or []),
+        features=features,
+        allocated_state=AllocatedState.from_scenario(scenario, features=features),
+        selector_cache=selector_cache,
+        share_id_factory=share_id_factory,
+    )

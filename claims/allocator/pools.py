@@ -1,0 +1,568 @@
+"""ResourceSlices parsed once, node selection, and the pools a node can use (upstream pools.go).
+
+A pool is the set of slices with the same driver and pool name; only its highest generation
+counts, and it is complete when all `resourceSliceCount` slices of that generation are present.
+`gather_pools` returns the pools relevant for one node, sorted by driver and pool name, with pools
+holding devices with binding conditions last, exactly like upstream's experimental allocator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from claims.allocator.types import (
+    JSON,
+    AllocationError,
+    Features,
+    ScenarioError,
+    parse_quantity,
+)
+from claims.allocator.quantity import Quantity
+
+_LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """The parts of a core/v1 Node that node selection looks at."""
+
+    name: str
+    labels: dict[str, str]
+
+    @classmethod
+    def from_object(cls, node: JSON | None) -> NodeInfo:
+        """Read name and labels from a Node object."""
+        if node is None:
+            return cls(name="", labels={})
+        if not isinstance(node, dict):
+            raise ScenarioError("node: expected a Node object")
+        metadata = node.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise ScenarioError(f"node {metadata.get('name', '')}: metadata.labels must be a map")
+        return cls(name=str(metadata.get("name") or ""), labels=dict(labels))
+
+
+def _parse_int(text: str) -> int | None:
+    try:
+        return int(text, 10)
+    except ValueError:
+        return None
+
+
+class NodeSelector:
+    """A parsed core/v1 NodeSelector: terms are ORed, requirements within a term ANDed."""
+
+    def __init__(self, raw: JSON) -> None:
+        self.raw = raw
+        self.error = ""
+        errors: list[str] = []
+        # Each term: (label requirements, field requirements); empty terms select nothing.
+        self.terms: list[tuple[list[tuple[str, str, tuple[str, ...]]], list[tuple[str, str, str]]]]
+        self.terms = []
+        for t_index, term in enumerate(raw.get("nodeSelectorTerms") or []):
+            expressions = term.get("matchExpressions") or []
+            match_fields = term.get("matchFields") or []
+            if not expressions and not match_fields:
+                continue
+            labels: list[tuple[str, str, tuple[str, ...]]] = []
+            field_reqs: list[tuple[str, str, str]] = []
+            path = f"nodeSelectorTerms[{t_index}]"
+            for index, req in enumerate(expressions):
+                key, op = req.get("key", ""), req.get("operator", "")
+                values = tuple(req.get("values") or [])
+                where = f"{path}.matchExpressions[{index}]"
+                if op not in _LABEL_OPERATORS:
+                    errors.append(f"{where}.operator: Unsupported value: {op!r}")
+                elif op in ("In", "NotIn") and not values:
+                    errors.append(f"{where}.values: for 'in', 'notin' operators, values set can't be empty")
+                elif op in ("Exists", "DoesNotExist") and values:
+                    errors.append(f"{where}.values: values set must be empty for exists and does not exist")
+                elif op in ("Gt", "Lt") and (len(values) != 1 or _parse_int(values[0]) is None):
+                    errors.append(f"{where}.values: for 'Gt', 'Lt' operators, exactly one integer value is required")
+                else:
+                    labels.append((key, op, values))
+            for index, req in enumerate(match_fields):
+                op = req.get("operator", "")
+                values = list(req.get("values") or [])
+                where = f"{path}.matchFields[{index}]"
+                if op not in ("In", "NotIn"):
+                    errors.append(f"{where}.operator: Unsupported value: {op!r}")
+                elif len(values) != 1:
+                    errors.append(f"{where}.values: must have one element")
+                else:
+                    field_reqs.append((req.get("key", ""), op, values[0]))
+            self.terms.append((labels, field_reqs))
+        if errors:
+            self.error = "; ".join(errors)
+
+    def matches(self, node: NodeInfo) -> bool:
+        """True if any term matches the node's labels and fields."""
+        node_labels = node.labels
+        for labels, field_reqs in self.terms:
+            if all(_label_matches(node_labels, *req) for req in labels) and (
+                not node.name or all(_field_matches(node.name, *req) for req in field_reqs)
+            ):
+                return True
+        return False
+
+
+def _label_matches(labels: dict[str, str], key: str, op: str, values: tuple[str, ...]) -> bool:
+    has = key in labels
+    if op == "In":
+        return has and labels[key] in values
+    if op == "NotIn":
+        return not has or labels[key] not in values
+    if op == "Exists":
+        return has
+    if op == "DoesNotExist":
+        return not has
+    if not has:
+        return False
+    actual = _parse_int(labels[key])
+    if actual is None:
+        return False
+    wanted = int(values[0])
+    return actual > wanted if op == "Gt" else actual < wanted
+
+
+def _field_matches(node_name: str, key: str, op: str, value: str) -> bool:
+    actual = node_name if key == "metadata.name" else ""
+    return actual == value if op == "In" else actual != value
+
+
+def node_matches(
+    node: NodeInfo, *, node_name: str, all_nodes: bool, selector: NodeSelector | None
+) -> bool:
+    """Upstream NodeMatches: nodeName, then allNodes, then a node selector; nothing set: no."""
+    if node_name:
+        return node.name == node_name
+    if all_nodes:
+        return True
+    if selector is not None:
+        if selector.error:
+            raise AllocationError(
+                f"failed to parse node selector {json.dumps(selector.raw)}: {selector.error}"
+            )
+        return selector.matches(node)
+    return False
+
+
+@dataclass
+class DeviceInfo:
+    """One device of a ResourceSlice, with values derived from it cached on first use."""
+
+    name: str
+    raw: JSON
+    driver: str
+    attributes: dict[str, Any]
+    capacity_raw: dict[str, Any]
+    node_name: str | None
+    node_selector_raw: JSON | None
+    all_nodes: bool
+    taints: list[JSON]
+    binds_to_node: bool
+    binding_conditions: list[str]
+    binding_failure_conditions: list[str]
+    allow_multiple_allocations: bool | None
+    consumes_counters_raw: list[JSON]
+    where: str
+    # Per attribute name: upstream lookupAttribute's result.
+    attribute_lookups: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def node_selector(self) -> NodeSelector | None:
+        """The parsed per-device node selector, if any."""
+        return NodeSelector(self.node_selector_raw) if self.node_selector_raw is not None else None
+
+    @cached_property
+    def content_key(self) -> str:
+        """What CEL can see of the device: identical keys give identical selector results."""
+        return json.dumps(
+            [self.driver, self.attributes, self.capacity_raw, self.allow_multiple_allocations],
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @cached_property
+    def capacity(self) -> dict[str, CapacityInfo]:
+        """Capacity entries with parsed quantities and request policy."""
+        return {
+            name: CapacityInfo.parse(value, where=f"{self.where}.capacity.{name}")
+            for name, value in self.capacity_raw.items()
+        }
+
+    @cached_property
+    def capacity_has_policy(self) -> bool:
+        """True if any capacity has a request policy (then defaults may not match the value)."""
+        return any(
+            isinstance(value, dict) and value.get("requestPolicy") is not None
+            for value in self.capacity_raw.values()
+        )
+
+    @cached_property
+    def consumes_counters(self) -> list[tuple[str, dict[str, Quantity]]]:
+        """(counter set name, counter name -> consumed amount) per consumption entry."""
+        result = []
+        for index, entry in enumerate(self.consumes_counters_raw):
+            where = f"{self.where}.consumesCounters[{index}]"
+            counters = {
+                name: parse_quantity(
+                    (value or {}).get("value"), where=f"{where}.counters.{name}.value"
+                )
+                for name, value in (entry.get("counters") or {}).items()
+            }
+            result.append((str(entry.get("counterSet", "")), counters))
+        return result
+
+
+@dataclass
+class CapacityInfo:
+    """A device capacity value with its optional request policy."""
+
+    value: Quantity
+    default: Quantity | None = None
+    valid_values: list[Quantity] | None = None
+    has_policy: bool = False
+    valid_range: bool = False
+    range_min: Quantity | None = None
+    range_max: Quantity | None = None
+    range_step: Quantity | None = None
+
+    @classmethod
+    def parse(cls, raw: Any, *, where: str) -> CapacityInfo:
+        """Parse one entry of `device.capacity`."""
+        if not isinstance(raw, dict):
+            raise ScenarioError(f"{where}: expected an object with a value")
+        info = cls(value=parse_quantity(raw.get("value"), where=f"{where}.value"))
+        policy = raw.get("requestPolicy")
+        if policy is not None:
+            info.has_policy = True
+            if policy.get("default") is not None:
+                info.default = parse_quantity(policy["default"], where=f"{where}.requestPolicy.default")
+            if policy.get("validValues") is not None:
+                info.valid_values = [
+                    parse_quantity(v, where=f"{where}.requestPolicy.validValues")
+                    for v in policy["validValues"]
+                ]
+            valid_range = policy.get("validRange")
+            if valid_range is not None:
+                info.valid_range = True
+                for key in ("min", "max", "step"):
+                    if valid_range.get(key) is not None:
+                        quantity = parse_quantity(
+                            valid_range[key], where=f"{where}.requestPolicy.validRange.{key}"
+                        )
+                        setattr(info, f"range_{key}", quantity)
+        return info
+
+
+@dataclass
+class SliceInfo:
+    """A ResourceSlice reduced to what the allocator uses; `raw` keeps the object."""
+
+    name: str
+    raw: JSON
+    driver: str
+    pool: str
+    generation: int
+    resource_slice_count: int
+    node_name: str | None
+    node_selector_raw: JSON | None
+    all_nodes: bool
+    per_device_node_selection: bool | None
+    shared_counters_raw: list[JSON]
+    devices: list[DeviceInfo]
+
+    @cached_property
+    def node_selector(self) -> NodeSelector | None:
+        """The parsed slice node selector, if any."""
+        return NodeSelector(self.node_selector_raw) if self.node_selector_raw is not None else None
+
+    @cached_property
+    def shared_counters(self) -> list[tuple[str, dict[str, Quantity]]]:
+        """(counter set name, counter name -> value) per shared counter set."""
+        result = []
+        for index, entry in enumerate(self.shared_counters_raw):
+            where = f"ResourceSlice {self.name}: spec.sharedCounters[{index}]"
+            counters = {
+                name: parse_quantity(
+                    (value or {}).get("value"), where=f"{where}.counters.{name}.value"
+                )
+                for name, value in (entry.get("counters") or {}).items()
+            }
+            result.append((str(entry.get("name", "")), counters))
+        return result
+
+    @classmethod
+    def parse(cls, raw: JSON, *, index: int) -> SliceInfo:
+        """Parse a resource.k8s.io/v1 ResourceSlice object."""
+        if not isinstance(raw, dict):
+            raise ScenarioError(f"slices[{index}]: expected a ResourceSlice object")
+        name = str((raw.get("metadata") or {}).get("name") or f"slices[{index}]")
+        spec = raw.get("spec")
+        where = f"ResourceSlice {name}"
+        if not isinstance(spec, dict):
+            raise ScenarioError(f"{where}: missing spec")
+        driver = spec.get("driver")
+        pool = spec.get("pool")
+        if not isinstance(driver, str) or not driver:
+            raise ScenarioError(f"{where}: spec.driver is required")
+        if not isinstance(pool, dict) or not isinstance(pool.get("name"), str):
+            raise ScenarioError(f"{where}: spec.pool.name is required")
+        devices_raw = spec.get("devices") or []
+        if not isinstance(devices_raw, list):
+            raise ScenarioError(f"{where}: spec.devices must be a list")
+        devices = [
+            _parse_device(d, driver=driver, where=f"{where}: spec.devices[{i}]")
+            for i, d in enumerate(devices_raw)
+        ]
+        try:
+            generation = int(pool.get("generation") or 0)
+            count = int(pool.get("resourceSliceCount") or 0)
+        except (TypeError, ValueError) as exc:
+            raise ScenarioError(f"{where}: spec.pool generation and resourceSliceCount must be integers") from exc
+        return cls(
+            name=name,
+            raw=raw,
+            driver=driver,
+            pool=pool["name"],
+            generation=generation,
+            resource_slice_count=count,
+            node_name=spec.get("nodeName"),
+            node_selector_raw=spec.get("nodeSelector"),
+            all_nodes=bool(spec.get("allNodes")),
+            per_device_node_selection=spec.get("perDeviceNodeSelection"),
+            shared_counters_raw=list(spec.get("sharedCounters") or []),
+            devices=devices,
+        )
+
+
+def _parse_device(raw: Any, *, driver: str, where: str) -> DeviceInfo:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise ScenarioError(f"{where}: expected a device with a name")
+    attributes = raw.get("attributes") or {}
+    capacity = raw.get("capacity") or {}
+    if not isinstance(attributes, dict) or not isinstance(capacity, dict):
+        raise ScenarioError(f"{where}: attributes and capacity must be maps")
+    return DeviceInfo(
+        name=raw["name"],
+        raw=raw,
+        driver=driver,
+        attributes=attributes,
+        capacity_raw=capacity,
+        node_name=raw.get("nodeName"),
+        node_selector_raw=raw.get("nodeSelector"),
+        all_nodes=bool(raw.get("allNodes")),
+        taints=list(raw.get("taints") or []),
+        binds_to_node=bool(raw.get("bindsToNode")),
+        binding_conditions=list(raw.get("bindingConditions") or []),
+        binding_failure_conditions=list(raw.get("bindingFailureConditions") or []),
+        allow_multiple_allocations=raw.get("allowMultipleAllocations"),
+        consumes_counters_raw=list(raw.get("consumesCounters") or []),
+        where=f"{where} ({raw['name']})",
+    )
+
+
+@dataclass
+class Pool:
+    """A resource pool as seen from one node (upstream Pool)."""
+
+    driver: str
+    name: str
+    is_incomplete: bool = False
+    is_invalid: bool = False
+    invalid_reason: str = ""
+    slices: list[SliceInfo] = field(default_factory=list)
+    slices_not_targeting_node: list[SliceInfo] = field(default_factory=list)
+    counter_sets: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+
+    @property
+    def pool_id(self) -> str:
+        """driver/pool, as upstream prints it."""
+        return f"{self.driver}/{self.name}"
+
+
+def _slice_relevant(info: SliceInfo, node: NodeInfo) -> bool | None:
+    """True/False if the slice serves the node; None if it sets no known node selection."""
+    if info.node_name or info.all_nodes or info.node_selector_raw is not None:
+        try:
+            return node_matches(
+                node,
+                node_name=info.node_name or "",
+                all_nodes=info.all_nodes,
+                selector=info.node_selector,
+            )
+        except AllocationError as exc:
+            raise AllocationError(
+                f"gather pool information: failed to perform node selection for slice "
+                f"{info.name}: {exc}"
+            ) from exc
+    if info.per_device_node_selection:
+        for device in info.devices:
+            try:
+                if node_matches(
+                    node,
+                    node_name=device.node_name or "",
+                    all_nodes=device.all_nodes,
+                    selector=device.node_selector,
+                ):
+                    return True
+            except AllocationError as exc:
+                raise AllocationError(
+                    f"gather pool information: failed to perform node selection for device "
+                    f"{device.name} in slice {info.name}: {exc}"
+                ) from exc
+        return False
+    return None
+
+
+class PoolBuilder:
+    """Builds pools for nodes, reusing a built pool when the same slices make it up again."""
+
+    def __init__(self, *, features: Features, all_slices: Sequence[SliceInfo]) -> None:
+        self.features = features
+        self.all_slices = all_slices
+        self._by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
+        for info in all_slices:
+            self._by_pool.setdefault((info.driver, info.pool), []).append(info)
+        self._built: dict[tuple[int, ...], Pool] = {}
+
+    def gather(self, slices_for_node: Sequence[SliceInfo], node: NodeInfo) -> list[Pool]:
+        """Upstream GatherPools for one node."""
+        features = self.features
+        pools: dict[tuple[str, str], list[SliceInfo]] = {}
+        for info in slices_for_node:
+            if not features.PartitionableDevices and (
+                info.per_device_node_selection is not None or info.shared_counters_raw
+            ):
+                continue
+            if not _slice_relevant(info, node):
+                continue
+            key = (info.driver, info.pool)
+            current = pools.get(key)
+            if current is None or info.generation > current[0].generation:
+                pools[key] = [info]
+            elif info.generation == current[0].generation:
+                current.append(info)
+
+        result: list[Pool] = []
+        with_binding_conditions: list[Pool] = []
+        for key, slices in pools.items():
+            expected = slices[0].resource_slice_count
+            all_for_pool: list[SliceInfo] | None = None
+            if len(slices) != expected:
+                generation = slices[0].generation
+                all_for_pool = []
+                obsolete = False
+                for info in self._by_pool.get(key, ()):
+                    if info.generation == generation:
+                        all_for_pool.append(info)
+                    elif info.generation > generation:
+                        obsolete = True
+                        break
+                if obsolete:
+                    continue
+                if len(all_for_pool) != expected:
+                    result.append(Pool(driver=key[0], name=key[1], is_incomplete=True))
+                    continue
+            pool = self._build(key, slices, all_for_pool)
+            if self._has_binding_conditions(pool):
+                with_binding_conditions.append(pool)
+            else:
+                result.append(pool)
+
+        result.sort(key=lambda p: (p.driver, p.name))
+        with_binding_conditions.sort(key=lambda p: (p.driver, p.name))
+        return result + with_binding_conditions
+
+    @staticmethod
+    def _has_binding_conditions(pool: Pool) -> bool:
+        return any(
+            "bindingConditions" in device.raw and device.raw["bindingConditions"] is not None
+            for info in pool.slices
+            for device in info.devices
+        )
+
+    def _build(
+        self,
+        key: tuple[str, str],
+        slices: list[SliceInfo],
+        all_for_pool: list[SliceInfo] | None,
+    ) -> Pool:
+        # Pools are immutable once built and depend only on their slices, so nodes served by the
+        # same slices share one Pool object.
+        cache_key = tuple(id(s) for s in slices) + (-1,) + tuple(id(s) for s in all_for_pool or ())
+        pool = self._built.get(cache_key)
+        if pool is None:
+            pool = self._build_uncached(key, slices, all_for_pool)
+            self._built[cache_key] = pool
+        return pool
+
+    def _build_uncached(
+        self,
+        key: tuple[str, str],
+        slices: list[SliceInfo],
+        all_for_pool: list[SliceInfo] | None,
+    ) -> Pool:
+        partitionable = self.features.PartitionableDevices
+        slices = sorted(slices, key=lambda s: s.name)
+        device_slices: list[SliceInfo] = []
+        counter_slices: list[SliceInfo] = []
+        not_targeting: list[SliceInfo] = []
+        for info in slices:
+            if partitionable and info.shared_counters_raw:
+                counter_slices.append(info)
+            else:
+                device_slices.append(info)
+        if all_for_pool is not None and len(slices) < len(all_for_pool):
+            names = {info.name for info in slices}
+            for info in all_for_pool:
+                if info.name in names:
+                    continue
+                if partitionable and info.shared_counters_raw:
+                    counter_slices.append(info)
+                else:
+                    not_targeting.append(info)
+
+        def invalid(reason: str) -> Pool:
+            return Pool(driver=key[0], name=key[1], is_invalid=True, invalid_reason=reason)
+
+        seen: set[str] = set()
+        for info in device_slices:
+            for device in info.devices:
+                if device.name in seen:
+                    return invalid(f"duplicate device name {device.name}")
+                seen.add(device.name)
+        if not partitionable:
+            return Pool(driver=key[0], name=key[1], slices=device_slices)
+
+        counter_sets: dict[str, dict[str, Quantity]] = {}
+        for info in counter_slices:
+            for name, counters in info.shared_counters:
+                if name in counter_sets:
+                    return invalid(f"duplicate counter set name {name}")
+                counter_sets[name] = counters
+        for group in (device_slices, not_targeting):
+            for info in group:
+                for device in info.devices:
+                    for set_name, counters in device.consumes_counters:
+                        counter_set = counter_sets.get(set_name)
+                        if counter_set is None:
+                            return invalid(f"counter set {set_name} not found")
+                        for counter_name in counters:
+                            if counter_name not in counter_set:
+                                return invalid(
+                                    f"counter {counter_name} not found in counter set {set_name}"
+                                )
+        return Pool(
+            driver=key[0],
+            name=key[1],
+            slices=device_slices,
+            slices_not_targeting_node=not_targeting,
+            counter_sets=counter_sets,
+        )

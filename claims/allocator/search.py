@@ -1,0 +1,592 @@
+"""One allocation attempt for one node: request checks and the backtracking search.
+
+This follows upstream's experimental allocator step by step (allocateOne, allocateDevice,
+isSelectable), including the order in which devices, requests and subrequests are tried, so that
+the first solution found is the same one. Where upstream leaves counters or constraint state
+behind on a rejected candidate, so does this code: the answers depend on it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from claims.allocator import capacity as cap
+from claims.allocator.constraints import (
+    Constraint,
+    DistinctAttributeConstraint,
+    MatchAttributeConstraint,
+)
+from claims.allocator.counters import CounterSets, CounterTracker
+from claims.allocator.pools import DeviceInfo, NodeInfo, Pool, SliceInfo, node_matches
+from claims.allocator.requests import ClaimInfo, RequestView
+from claims.allocator.selection import (
+    SelectorCache,
+    SelectorCompileError,
+    SelectorRuntimeError,
+)
+from claims.allocator.types import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    JSON,
+    AllocatedState,
+    AllocationError,
+    ConsumedCapacity,
+    DeviceID,
+    Features,
+    add_capacity,
+    device_id_str,
+    sub_capacity,
+)
+
+# allocate_one outcomes; upstream uses (bool, error) with a sentinel error for the size limit.
+DONE = 1
+FAILED = 0
+MAX_SIZE_EXCEEDED = -1
+
+_BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+# (claim index, request index, subrequest index)
+RequestKey = tuple[int, int, int]
+
+
+@dataclass
+class Candidate:
+    """A device considered for a request, with where it lives."""
+
+    id: DeviceID
+    device: DeviceInfo
+    slice: SliceInfo
+    pool: Pool
+
+
+@dataclass
+class RequestData:
+    """Everything known about one request or subrequest before the search starts."""
+
+    request: RequestView
+    parent: str | None
+    device_class: JSON | None = None
+    num_devices: int = 0
+    selected_sub_index: int = 0
+    all_devices: list[Candidate] = field(default_factory=list)
+
+    @property
+    def request_name(self) -> str:
+        """request or request/subrequest."""
+        if self.parent is not None:
+            return f"{self.parent}/{self.request.name}"
+        return self.request.name
+
+
+@dataclass
+class DeviceResult:
+    """A device picked for a request during the search."""
+
+    request: RequestView
+    parent: str | None
+    id: DeviceID
+    device: DeviceInfo
+    slice: SliceInfo
+    share_id: str | None
+    admin_access: bool | None
+    consumed_capacity: ConsumedCapacity | None
+
+    @property
+    def request_name(self) -> str:
+        """request or request/subrequest."""
+        if self.parent is not None:
+            return f"{self.parent}/{self.request.name}"
+        return self.request.name
+
+
+def taint_prevents_allocation(device: DeviceInfo, request: RequestView) -> bool:
+    """True if a NoSchedule/NoExecute taint of the device is not tolerated by the request."""
+    for taint in device.taints:
+        if taint.get("effect") in _BLOCKING_TAINT_EFFECTS and not any(
+            tolerates(toleration, taint) for toleration in request.tolerations
+        ):
+            return True
+    return False
+
+
+def tolerates(toleration: JSON, taint: JSON) -> bool:
+    """Upstream resourceclaim.ToleratesTaint."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != (taint.get("key") or ""):
+        return False
+    operator = toleration.get("operator") or ""
+    if operator in ("", "Equal"):
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return operator == "Exists"
+
+
+class Run:
+    """State of one Allocate call: the pools for the node, claims, and what is being allocated."""
+
+    def __init__(
+        self,
+        *,
+        features: Features,
+        node: NodeInfo,
+        pools: list[Pool],
+        claims: list[ClaimInfo],
+        classes: dict[str, JSON],
+        allocated_state: AllocatedState,
+        selectors: SelectorCache,
+        counter_cache: dict[str, CounterSets],
+        share_id_factory: Callable[[], str] | None,
+    ) -> None:
+        self.features = features
+        self.node = node
+        self.pools = pools
+        self.claims = claims
+        self.classes = classes
+        self.allocated_state = allocated_state
+        self.selectors = selectors
+        self.counters = CounterTracker(counter_cache, allocated_state)
+        self.share_id_factory = share_id_factory or (lambda: str(uuid.uuid4()))
+        self.request_data: dict[RequestKey, RequestData] = {}
+        self.constraints: list[list[Constraint]] = [[] for _ in claims]
+        self.results: list[list[DeviceResult]] = [[] for _ in claims]
+        self.allocating_devices: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, ConsumedCapacity] = {}
+        self.num_allocate_one = 0
+
+    def prepare(self) -> None:
+        """Check every request and constraint before searching (upstream Allocate, first half)."""
+        features = self.features
+        for claim_index, claim in enumerate(self.claims):
+            min_devices = 0
+            for request_index, request in enumerate(claim.requests):
+                if not features.PrioritizedList and request.subrequests:
+                    raise AllocationError(
+                        f"claim {claim.ref}, request {request.name}: has subrequests, but the "
+                        "DRAPrioritizedList feature is disabled"
+                    )
+                if not features.ConsumableCapacity:
+                    if request.exact is not None and request.exact.capacity_raw is not None:
+                        raise AllocationError(
+                            f"claim {claim.ref}, request {request.name}: has capacity requests, "
+                            "but the DRAConsumableCapacity feature is disabled"
+                        )
+                    for sub in request.subrequests:
+                        if sub.capacity_raw is not None:
+                            raise AllocationError(
+                                f"claim {claim.ref}, subrequest {sub.name}: has capacity "
+                                "requests, but the DRAConsumableCapacity feature is disabled"
+                            )
+                if request.subrequests:
+                    smallest: int | None = None
+                    for sub_index, sub in enumerate(request.subrequests):
+                        key = (claim_index, request_index, sub_index)
+                        data = self._validate_request(sub, request.name, key)
+                        self.request_data[key] = data
+                        if smallest is None or data.num_devices < smallest:
+                            smallest = data.num_devices
+                    min_devices += smallest or 0
+                else:
+                    assert request.exact is not None
+                    key = (claim_index, request_index, 0)
+                    data = self._validate_request(request.exact, None, key)
+                    self.request_data[key] = data
+                    min_devices += data.num_devices
+            if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(
+                    f"claim {claim.ref}: number of requested devices {min_devices} exceeds the "
+                    f"claim limit of {ALLOCATION_RESULTS_MAX_SIZE}"
+                )
+            self.constraints[claim_index] = self._parse_constraints(claim)
+
+    def _parse_constraints(self, claim: ClaimInfo) -> list[Constraint]:
+        result: list[Constraint] = []
+        list_types = self.features.ListTypeAttributes
+        for index, raw in enumerate(claim.constraints):
+            requests = list(raw.get("requests") or []) if isinstance(raw, dict) else []
+            if isinstance(raw, dict) and raw.get("matchAttribute"):
+                result.append(
+                    MatchAttributeConstraint(
+                        request_names=requests,
+                        attribute_name=str(raw["matchAttribute"]),
+                        list_types=list_types,
+                    )
+                )
+            elif isinstance(raw, dict) and raw.get("distinctAttribute"):
+                result.append(
+                    DistinctAttributeConstraint(
+                        request_names=requests,
+                        attribute_name=str(raw["distinctAttribute"]),
+                        list_types=list_types,
+                    )
+                )
+            else:
+                raise AllocationError(
+                    f"claim {claim.ref}, constraint #{index}: empty constraint (unsupported "
+                    "constraint type?)"
+                )
+        return result
+
+    def _validate_request(
+        self, request: RequestView, parent: str | None, key: RequestKey
+    ) -> RequestData:
+        claim = self.claims[key[0]]
+        data = RequestData(request=request, parent=parent)
+        for index, selector in enumerate(request.selectors):
+            if not isinstance(selector, dict) or not isinstance(selector.get("cel"), dict):
+                raise AllocationError(
+                    f"claim {claim.ref}, request {request.name}, selector #{index}: CEL "
+                    "expression empty (unsupported selector type?)"
+                )
+        if not self.features.AdminAccess and request.has_admin_access:
+            raise AllocationError(
+                f"claim {claim.ref}, request {request.name}: admin access is requested, but the "
+                "feature is disabled"
+            )
+        if not request.class_name:
+            raise AllocationError(
+                f"claim {claim.ref}, request {request.name}: missing device class name "
+                "(unsupported request type?)"
+            )
+        device_class = self.classes.get(request.class_name)
+        if device_class is None:
+            raise AllocationError(
+                f"claim {claim.ref}, request {request.name}: could not retrieve device class "
+                f'{request.class_name}: deviceclass.resource.k8s.io "{request.class_name}" '
+                "not found"
+            )
+        data.device_class = device_class
+        mode = request.allocation_mode
+        if mode == "ExactCount":
+            data.num_devices = request.count
+        elif mode == "All":
+            for pool in self.pools:
+                if pool.is_incomplete:
+                    raise AllocationError(
+                        f"claim {claim.ref}, request {request.name}: asks for all devices, but "
+                        f"resource pool {pool.pool_id} is currently being updated"
+                    )
+                if pool.is_invalid:
+                    raise AllocationError(
+                        f"claim {claim.ref}, request {request.name}: asks for all devices, but "
+                        f"resource pool {pool.pool_id} is currently invalid"
+                    )
+                for info in pool.slices:
+                    for device in info.devices:
+                        if not self.is_selectable(key, data, info, device):
+                            continue
+                        device_id = (info.driver, info.pool, device.name)
+                        if self.features.ConsumableCapacity and not self.capacity_fits(
+                            request, device_id, device
+                        ):
+                            continue
+                        data.all_devices.append(Candidate(device_id, device, info, pool))
+            data.num_devices = len(data.all_devices)
+        else:
+            raise AllocationError(
+                f"claim {claim.ref}, request {request.name}: unsupported count mode {mode}"
+            )
+        return data
+
+    def is_selectable(
+        self, key: RequestKey, data: RequestData, info: SliceInfo, device: DeviceInfo
+    ) -> bool:
+        """Class and request selectors match, and the device serves the node (isSelectable)."""
+        if not self.features.DeviceBindingAndStatus and device.binding_conditions:
+            return False
+        matches = self.selectors.matches
+        if data.device_class is not None:
+            class_name = (data.device_class.get("metadata") or {}).get("name", "")
+            selectors = (data.device_class.get("spec") or {}).get("selectors") or []
+            for index, selector in enumerate(selectors):
+                expression = str((selector.get("cel") or {}).get("expression", ""))
+                try:
+                    if not matches(expression, device):
+                        return False
+                except SelectorCompileError as exc:
+                    raise AllocationError(
+                        f"class {class_name}: selector #{index}: CEL compile error: {exc}"
+                    ) from exc
+                except SelectorRuntimeError as exc:
+                    raise AllocationError(
+                        f"class {class_name}: selector #{index} on device "
+                        f"{info.driver}/{info.pool}/{device.name}: CEL runtime error: {exc}"
+                    ) from exc
+        claim_ref = self.claims[key[0]].ref
+        for index, selector in enumerate(data.request.selectors):
+            expression = str((selector.get("cel") or {}).get("expression", ""))
+            try:
+                if not matches(expression, device):
+                    return False
+            except SelectorCompileError as exc:
+                raise AllocationError(
+                    f"claim {claim_ref}: selector #{index}: CEL compile error: {exc}"
+                ) from exc
+            except SelectorRuntimeError as exc:
+                raise AllocationError(
+                    f"claim {claim_ref}: selector #{index} on device "
+                    f"{info.driver}/{info.pool}/{device.name}: CEL runtime error: {exc}"
+                ) from exc
+        if info.per_device_node_selection:
+            return node_matches(
+                self.node,
+                node_name=device.node_name or "",
+                all_nodes=device.all_nodes,
+                selector=device.node_selector,
+            )
+        return True
+
+    def capacity_fits(self, request: RequestView, device_id: DeviceID, device: DeviceInfo) -> bool:
+        """Upstream CmpRequestOverCapacity; a request for an undefined capacity does not fit."""
+        consumed = self.allocated_state.aggregated_capacity.get(device_id)
+        allocating = self.allocating_capacity.get(device_id)
+        if (
+            consumed is None
+            and allocating is None
+            and not request.capacity_requests
+            and not device.capacity_has_policy
+        ):
+            # Nothing requested, nothing consumed, no policy: each share would take the whole
+            # value, which always fits an unused device.
+            return True
+        try:
+            return cap.fits(
+                consumed=consumed,
+                requests=request.capacity_requests,
+                capacity=device.capacity,
+                allocating=allocating,
+            )
+        except cap.UndefinedCapacityError:
+            return False
+
+    def device_in_use(self, device_id: DeviceID) -> bool:
+        """Allocated before, or being allocated for any claim."""
+        return device_id in self.allocated_state.allocated_devices or bool(
+            self.allocating_devices.get(device_id)
+        )
+
+    def allocate_one(
+        self,
+        claim_index: int,
+        request_index: int,
+        sub_index: int,
+        device_index: int,
+        allocate_sub: bool,
+        start: tuple[int, int, int],
+    ) -> int:
+        """Find a device for one position in one request, then recurse (upstream allocateOne)."""
+        self.num_allocate_one += 1
+        if claim_index >= len(self.claims):
+            return DONE
+        claim = self.claims[claim_index]
+        if request_index >= len(claim.requests):
+            outcome = self.allocate_one(claim_index + 1, 0, 0, 0, False, (0, 0, 0))
+            return FAILED if outcome == MAX_SIZE_EXCEEDED else outcome
+
+        key = (claim_index, request_index, sub_index)
+        data = self.request_data[key]
+        if not allocate_sub and data.parent is not None:
+            all_exceeded = True
+            candidate_sub = 0
+            while (claim_index, request_index, candidate_sub) in self.request_data:
+                outcome = self.allocate_one(
+                    claim_index, request_index, candidate_sub, device_index, True, (0, 0, 0)
+                )
+                if outcome == MAX_SIZE_EXCEEDED:
+                    candidate_sub += 1
+                    continue
+                all_exceeded = False
+                if outcome == DONE:
+                    data.selected_sub_index = candidate_sub
+                    return DONE
+                candidate_sub += 1
+            return MAX_SIZE_EXCEEDED if all_exceeded else FAILED
+
+        request = data.request
+        do_all = request.allocation_mode == "All"
+        if do_all and not data.all_devices:
+            return FAILED
+        if device_index >= data.num_devices:
+            return self.allocate_one(claim_index, request_index + 1, 0, 0, False, (0, 0, 0))
+        if (
+            len(self.results[claim_index]) + data.num_devices - device_index
+            > ALLOCATION_RESULTS_MAX_SIZE
+        ):
+            return MAX_SIZE_EXCEEDED
+
+        if do_all:
+            candidate = data.all_devices[device_index]
+            deallocate = self.allocate_device(key, data, candidate, must=True)
+            if deallocate is None:
+                return FAILED
+            outcome = self.allocate_one(
+                claim_index, request_index, sub_index, device_index + 1, allocate_sub, (0, 0, 0)
+            )
+            if outcome != DONE:
+                deallocate()
+            return outcome
+
+        admin = request.admin_access
+        consumable = self.features.ConsumableCapacity
+        allocated = self.allocated_state.allocated_devices
+        allocating = self.allocating_devices
+        start_pool, start_slice, start_device = start
+        pools = self.pools
+        for pool_index in range(start_pool, len(pools)):
+            pool = pools[pool_index]
+            if pool.is_incomplete or pool.is_invalid:
+                continue
+            slices = pool.slices
+            slice_start = start_slice if pool_index == start_pool else 0
+            for slice_index in range(slice_start, len(slices)):
+                info = slices[slice_index]
+                devices = info.devices
+                first = (
+                    start_device
+                    if pool_index == start_pool and slice_index == start_slice
+                    else 0
+                )
+                for dev_index in range(first, len(devices)):
+                    device = devices[dev_index]
+                    device_id = (pool.driver, pool.name, device.name)
+                    if admin:
+                        claims_allocating = allocating.get(device_id)
+                        if claims_allocating and claim_index in claims_allocating:
+                            continue
+                    elif device_id in allocated or allocating.get(device_id):
+                        continue
+                    if not self.is_selectable(key, data, info, device):
+                        continue
+                    if consumable and not self.capacity_fits(request, device_id, device):
+                        continue
+                    deallocate = self.allocate_device(
+                        key, data, Candidate(device_id, device, info, pool), must=False
+                    )
+                    if deallocate is None:
+                        continue
+                    outcome = self.allocate_one(
+                        claim_index,
+                        request_index,
+                        sub_index,
+                        device_index + 1,
+                        allocate_sub,
+                        (pool_index, slice_index, dev_index + 1),
+                    )
+                    if outcome == DONE:
+                        return DONE
+                    deallocate()
+                    if outcome == MAX_SIZE_EXCEEDED:
+                        return MAX_SIZE_EXCEEDED
+        return FAILED
+
+    def allocate_device(
+        self, key: RequestKey, data: RequestData, candidate: Candidate, *, must: bool
+    ) -> Callable[[], None] | None:
+        """Take the candidate if it is free and satisfies the constraints (allocateDevice).
+
+        Returns a function that undoes the allocation, or None if the candidate cannot be used.
+        """
+        claim_index = key[0]
+        request = data.request
+        device = candidate.device
+        device_id = candidate.id
+        features = self.features
+        allow_multiple = features.ConsumableCapacity and device.allow_multiple_allocations is True
+        allocating_for = self.allocating_devices.get(device_id)
+        if (
+            not allow_multiple
+            and request.admin_access
+            and allocating_for
+            and claim_index in allocating_for
+        ):
+            return None
+        if not request.admin_access and self.device_in_use(device_id):
+            return None
+        consumes_counters = bool(device.consumes_counters_raw)
+        if not features.PartitionableDevices and consumes_counters:
+            return None
+        skip_counter_check = allow_multiple and (
+            device_id in self.allocated_state.aggregated_capacity
+            or device_id in self.allocating_capacity
+        )
+        if (
+            not skip_counter_check
+            and consumes_counters
+            and not self.counters.try_consume(device, candidate.pool)
+        ):
+            return None
+
+        if data.parent is None:
+            base_name, sub_name = request.name, ""
+        else:
+            base_name, sub_name = data.parent, request.name
+
+        # A rejected candidate keeps the counters it consumed above, as upstream does.
+        if features.DeviceTaints and taint_prevents_allocation(device, request):
+            return None
+
+        constraints = self.constraints[claim_index]
+        for index, constraint in enumerate(constraints):
+            if not constraint.add(base_name, sub_name, device):
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claims[claim_index].ref}, request {request.name}: cannot "
+                        f"add device {device_id_str(device_id)} because a claim constraint "
+                        "would not be satisfied"
+                    )
+                for previous in constraints[:index]:
+                    previous.remove(base_name, sub_name, device)
+                return None
+
+        claims_for_device = self.allocating_devices.setdefault(device_id, set())
+        if not allow_multiple:
+            claims_for_device.add(claim_index)
+
+        consumed: ConsumedCapacity = {}
+        share_id: str | None = None
+        if features.ConsumableCapacity:
+            if not self.capacity_fits(request, device_id, device):
+                return None
+            if allow_multiple:
+                consumed = cap.consumed_by_request(request.capacity_requests, device.capacity)
+                share_id = self.share_id_factory()
+                existing = self.allocating_capacity.get(device_id)
+                if existing is None:
+                    self.allocating_capacity[device_id] = dict(consumed)
+                else:
+                    add_capacity(existing, consumed)
+
+        results = self.results[claim_index]
+        previous_len = len(results)
+        results.append(
+            DeviceResult(
+                request=request,
+                parent=data.parent,
+                id=device_id,
+                device=device,
+                slice=candidate.slice,
+                share_id=share_id,
+                admin_access=True if request.admin_access else None,
+                consumed_capacity=consumed or None,
+            )
+        )
+
+        def deallocate() -> None:
+            for constraint in constraints:
+                constraint.remove(base_name, sub_name, device)
+            claims_for_device.discard(claim_index)
+            if allow_multiple:
+                taken = results[previous_len].consumed_capacity
+                if taken is not None:
+                    existing = self.allocating_capacity.get(device_id)
+                    if existing is not None:
+                        sub_capacity(existing, taken)
+                        if cap.is_empty(existing):
+                            del self.allocating_capacity[device_id]
+            elif features.PartitionableDevices and consumes_counters:
+                self.counters.release(device, candidate.pool)
+            del results[previous_len:]
+
+        return deallocate

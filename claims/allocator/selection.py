@@ -1,0 +1,80 @@
+"""CEL selector evaluation with results cached per device content.
+
+A selector sees only the device's driver, attributes, capacity and allowMultipleAllocations, so
+two devices with the same content give the same answer for the same expression, whatever node or
+pool they are in. `SelectorCache` compiles each expression once (compile errors included, raised
+only when a device is actually checked, as upstream does) and remembers each (expression, device
+content) result. One cache can be shared by several allocators with the same CEL options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claims.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector
+from claims.allocator.pools import DeviceInfo
+
+
+class SelectorCompileError(Exception):
+    """The expression does not compile."""
+
+
+class SelectorRuntimeError(Exception):
+    """The expression failed while evaluating it for a device."""
+
+
+class SelectorCache:
+    """Compiled selectors and per-device-content results for one set of CEL options."""
+
+    def __init__(self, *, consumable_capacity: bool = True, list_type_attributes: bool = True):
+        self.options = CELOptions(
+            consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes
+        )
+        self.key = (consumable_capacity, list_type_attributes)
+        self._compiled: dict[str, Any] = {}
+        self._results: dict[tuple[str, str], bool | Exception] = {}
+        self._inputs: dict[str, DeviceInput] = {}
+        self.evaluations = 0
+        self.lookups = 0
+
+    def _compile(self, expression: str) -> Any:
+        compiled = self._compiled.get(expression)
+        if compiled is None:
+            try:
+                compiled = compile_selector(expression, options=self.options)
+            except CELError as exc:
+                compiled = SelectorCompileError(str(exc))
+            self._compiled[expression] = compiled
+        return compiled
+
+    def matches(self, expression: str, device: DeviceInfo) -> bool:
+        """Evaluate (or recall) the selector for the device.
+
+        Raises SelectorCompileError or SelectorRuntimeError.
+        """
+        self.lookups += 1
+        content = device.content_key
+        key = (expression, content)
+        result = self._results.get(key)
+        if result is None:
+            compiled = self._compile(expression)
+            if isinstance(compiled, SelectorCompileError):
+                raise compiled
+            device_input = self._inputs.get(content)
+            if device_input is None:
+                device_input = DeviceInput(
+                    driver=device.driver,
+                    attributes=device.attributes,
+                    capacity=device.capacity_raw,
+                    allow_multiple_allocations=device.allow_multiple_allocations,
+                )
+                self._inputs[content] = device_input
+            self.evaluations += 1
+            try:
+                result = bool(compiled.matches(device_input))
+            except CELError as exc:
+                result = SelectorRuntimeError(str(exc))
+            self._results[key] = result
+        if isinstance(result, Exception):
+            raise result
+        return result
