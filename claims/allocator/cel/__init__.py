@@ -1,0 +1,308 @@
+"""CEL device selectors for the allocator, on top of ``cel_expr_python`` (cel-cpp).
+
+This is the only module that imports ``cel_expr_python``. It mirrors the environment of
+``k8s.io/dynamic-resource-allocation/cel`` (compile.go) for what a selector can observe:
+
+* ``device.driver``, ``device.allowMultipleAllocations`` (with ``CELOptions.consumable_capacity``),
+  ``device.attributes[domain].name`` and ``device.capacity[domain].name``. Unqualified names
+  belong to the driver's domain. Looking up a domain that the device does not have yields an
+  empty map (upstream's map-with-default), so ``"x" in device.attributes["other"]`` is false
+  and ``device.attributes["other"].x`` fails with "no such key".
+* Kubernetes' CEL libraries that cel-cpp lacks, as custom functions: quantity, semver, lists
+  (``isSorted sum min max indexOf lastIndexOf``), regex (``find findAll``), sets, a part of the
+  lists extension and ``includes`` (with ``CELOptions.list_type_attributes``).
+
+Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
+dispatches overloads by value kind, not by full type):
+
+* A Quantity is a CEL ``map(uint, string)`` holding ``{0u: <exact decimal value>}``: equal values
+  are equal maps, so ``==`` behaves like upstream's ``Quantity.Equal``. Because only the value is
+  kept, ``isInteger()``/``asInteger()`` answer by value (integral and within int64) where upstream
+  also looks at its internal representation (upstream says false for ``quantity("1000m")``).
+* A semantic version is a CEL ``list(string)`` holding ``[<version without build metadata>]``,
+  so ``==`` ignores build metadata like upstream's ``Semver.Equal``.
+* The ``device`` variable is a ``map(string, dyn)``: a misspelt field such as ``device.drivr``
+  fails at evaluation ("no such key") instead of at compile time.
+* The missing-domain default is implemented by rewriting ``device.attributes[X]`` and
+  ``device.capacity[X]`` (and ``.X`` selections) into optional lookups
+  ``device.attributes[?X].orValue({})`` before compiling; errors are reported against the
+  original text. A map reached another way (``cel.bind(a, device.attributes, a["x"])``) does not
+  get the default.
+
+Limits: expressions longer than ``MAX_EXPRESSION_LENGTH`` are rejected, and a static cost
+estimate of the checked AST (see ``claims.allocator.cel.cost``) rejects expressions whose
+worst-case cost exceeds ``MAX_COST`` before they run, because cel-cpp offers no runtime budget
+through this binding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional
+
+from claims.allocator.cel import functions as fn
+from claims.allocator.cel.cost import estimate_cost
+from claims.allocator.cel.rewrite import rewrite_domain_lookups
+
+__all__ = [
+    "MAX_COST",
+    "MAX_EXPRESSION_LENGTH",
+    "CELError",
+    "CELOptions",
+    "CompiledSelector",
+    "DeviceInput",
+    "compile_selector",
+    "evaluations",
+]
+
+MAX_EXPRESSION_LENGTH: Final = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
+MAX_COST: Final = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
+
+
+class CELError(Exception):
+    """A selector that failed to compile or to evaluate; ``str()`` is the user-facing message."""
+
+    def __init__(self, message: str, *, expression: str) -> None:
+        super().__init__(message)
+        self.expression = expression
+
+
+@dataclass(frozen=True)
+class CELOptions:
+    """Feature switches that change the CEL environment."""
+
+    consumable_capacity: bool = True
+    list_type_attributes: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceInput:
+    """What a selector sees of one device (v1 ResourceSlice JSON shapes)."""
+
+    driver: str
+    attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    capacity: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    allow_multiple_allocations: bool | None = None
+
+
+_counter = itertools.count()
+_evaluations = 0
+_lock = threading.Lock()
+
+
+def evaluations() -> int:
+    """How many selector evaluations ran in this process (for throughput figures)."""
+    return _evaluations
+
+
+# Environment ------------------------------------------------------------------------------
+
+_DEVICE_TYPE: Final = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
+
+
+@lru_cache(maxsize=4)
+def _environment(options: CELOptions) -> Any:
+    return cel.NewEnv(
+        variables={"device": _DEVICE_TYPE},
+        extensions=[
+            ext_bindings.ExtBindings(),
+            ext_optional.ExtOptional(),
+        ],
+        functions=fn.declarations(includes=options.list_type_attributes),
+    )
+
+
+# Device activations -----------------------------------------------------------------------
+
+
+class _DeviceData:
+    """The ``device`` value for one DeviceInput, or the error building it raised."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: dict[str, Any] | None, error: str | None) -> None:
+        self.value = value
+        self.error = error
+
+
+_device_cache: weakref.WeakKeyDictionary[DeviceInput, dict[CELOptions, _DeviceData]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _split_name(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def _attribute_value(attr: Mapping[str, Any], *, list_types: bool) -> Any:
+    if not isinstance(attr, Mapping):
+        raise ValueError("unsupported attribute value")
+    if list_types:
+        for key in ("ints", "bools", "strings"):
+            if attr.get(key) is not None:
+                return list(attr[key])
+        if attr.get("versions") is not None:
+            return [fn.semver_value(v) for v in attr["versions"]]
+    if attr.get("int") is not None:
+        return int(attr["int"])
+    if attr.get("bool") is not None:
+        return bool(attr["bool"])
+    if attr.get("string") is not None:
+        return str(attr["string"])
+    if attr.get("version") is not None:
+        return fn.semver_value(attr["version"])
+    raise ValueError("unsupported attribute value")
+
+
+def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, attr in device.attributes.items():
+        domain, ident = _split_name(name, device.driver)
+        try:
+            value = _attribute_value(attr, list_types=options.list_type_attributes)
+        except (ValueError, TypeError) as exc:
+            return _DeviceData(None, f"attribute {name}: {exc}")
+        attributes.setdefault(domain, {})[ident] = value
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, cap in device.capacity.items():
+        domain, ident = _split_name(name, device.driver)
+        raw = cap.get("value") if isinstance(cap, Mapping) else None
+        try:
+            value = fn.quantity_value(raw)
+        except fn.FunctionError as exc:
+            return _DeviceData(None, f"capacity {name}: {exc}")
+        capacity.setdefault(domain, {})[ident] = value
+    data: dict[str, Any] = {
+        "driver": device.driver,
+        "attributes": attributes,
+        "capacity": capacity,
+    }
+    if options.consumable_capacity:
+        data["allowMultipleAllocations"] = bool(device.allow_multiple_allocations)
+    return _DeviceData({"device": data}, None)
+
+
+def _device_data(device: DeviceInput, options: CELOptions) -> _DeviceData:
+    per_device = _device_cache.get(device)
+    if per_device is None:
+        per_device = {}
+        _device_cache[device] = per_device
+    data = per_device.get(options)
+    if data is None:
+        data = _build_device(device, options)
+        per_device[options] = data
+    return data
+
+
+# Compilation ------------------------------------------------------------------------------
+
+
+def _clean_message(message: str) -> str:
+    # cel-cpp appends the status code, e.g. " [INVALID_ARGUMENT]"; users do not need it.
+    for prefix in ("INVALID_ARGUMENT: ", "NOT_FOUND: ", "UNKNOWN: ", "OUT_OF_RANGE: "):
+        message = message.replace(prefix, "", 1) if message.startswith(prefix) else message
+    if message.endswith("]") and " [" in message:
+        message = message[: message.rindex(" [")]
+    return message.strip()
+
+
+class CompiledSelector:
+    """A compiled device selector; ``matches`` evaluates it for one device."""
+
+    __slots__ = ("_env", "_program", "cost", "expression", "options")
+
+    def __init__(
+        self, *, expression: str, options: CELOptions, env: Any, program: Any, cost: int
+    ) -> None:
+        self.expression = expression
+        self.options = options
+        self.cost = cost
+        self._env = env
+        self._program = program
+
+    def matches(self, device: DeviceInput) -> bool:
+        """Whether the device satisfies the selector; CELError on runtime errors."""
+        global _evaluations
+        data = _device_data(device, self.options)
+        if data.error is not None:
+            raise CELError(f"CEL runtime error: {data.error}", expression=self.expression)
+        with _lock:
+            _evaluations += 1
+        try:
+            result = self._program.eval(data=data.value)
+        except Exception as exc:  # cel-cpp reports every failure as RuntimeError
+            raise CELError(
+                f"CEL runtime error: {_clean_message(str(exc))}", expression=self.expression
+            ) from exc
+        value = result.value()
+        if result.type() == cel.Type.ERROR or isinstance(value, BaseException):
+            raise CELError(
+                f"CEL runtime error: {_clean_message(str(value))}", expression=self.expression
+            )
+        if value is True or value is False:
+            return value
+        raise CELError(
+            f"CEL result of type {result.type().name().lower()} could not be converted to bool",
+            expression=self.expression,
+        )
+
+    def __repr__(self) -> str:
+        return f"CompiledSelector({self.expression!r})"
+
+
+def compile_selector(expression: str, *, options: CELOptions = CELOptions()) -> CompiledSelector:
+    """Compile a selector (cached); raise CELError when it is invalid or too expensive."""
+    if not isinstance(expression, str):
+        raise CELError("CEL expression must be a string", expression=str(expression))
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise CELError(
+            f"CEL compile error: expression is too long: {len(expression)} characters "
+            f"exceed the limit of {MAX_EXPRESSION_LENGTH}",
+            expression=expression[:100],
+        )
+    return _compile_cached(expression, options)
+
+
+@lru_cache(maxsize=1024)
+def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
+    env = _environment(options)
+    try:
+        checked = env.compile(expression)
+    except Exception as exc:
+        raise CELError(
+            f"CEL compile error: compilation failed: {_clean_message(str(exc))}",
+            expression=expression,
+        ) from exc
+    result_type = checked.return_type()
+    if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
+        raise CELError(
+            "CEL compile error: must evaluate to bool or the unknown type, "
+            f"not {result_type.name().lower()}",
+            expression=expression,
+        )
+    cost = estimate_cost(checked.serialize())
+    if cost > MAX_COST:
+        raise CELError(
+            f"CEL compile error: estimated cost {cost} exceeds the limit of {MAX_COST}: "
+            "the expression may take too long or use too much memory",
+            expression=expression,
+        )
+    program = checked
+    rewritten = rewrite_domain_lookups(expression)
+    if rewritten != expression:
+        try:
+            program = env.compile(rewritten)
+        except Exception:  # keep the original program; only the missing-domain default is lost
+            program = checked
+    return CompiledSelector(
+        expression=expression, options=options, env=env, program=program, cost=cost
+    )
