@@ -567,3 +567,14 @@ def test_cli_rejects_unknown_served_version(capsys: pytest.CaptureFixture[str]) 
     """The CLI exits with status 2 and names the bad version."""
     assert cli_main(["--port", "0", "--served", "v9"]) == 2
     assert "'v9'" in capsys.readouterr().err
+
+
+def test_watch_ends_when_the_client_leaves(server: FakeApiServer, api: client.ApiClient) -> None:
+    """Closing a watch on the client side frees the server's stream within a moment."""
+    response = stream_lines(api, timeout_seconds=60)
+    assert server.wait_for_watches(1)
+    response.close()
+    deadline = time.monotonic() + 3
+    while server.active_watches and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.active_watches == 0

@@ -11,6 +11,7 @@ import base64
 import binascii
 import contextlib
 import json
+import select
 import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from inventory.kube.fakeapi.server import FakeApiServer
 
 _TRUE = ("1", "true", "True")
+_POLL = 0.25
 
 
 class FakeHttpServer(ThreadingHTTPServer):
@@ -217,7 +219,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         if verb == "watch":
             return False
         if fault.kind == "hang":
-            self.app._stopping.wait(fault.hang_seconds)
+            self._idle(fault.hang_seconds)
             self.close_connection = True
             return True
         if fault.kind == "close":
@@ -226,11 +228,11 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         return False
 
     def _get(self, route: _Route) -> None:
-        _, items = self.app._store.snapshot(route.rt, namespace=route.namespace, at=None)
-        for (namespace, name), obj in items:
-            if name == route.name and (route.namespace is None or namespace == route.namespace):
-                self._send_json(200, obj)
-                return
+        assert route.name is not None
+        obj = self.app._store.get(route.rt, namespace=route.namespace, name=route.name)
+        if obj is not None:
+            self._send_json(200, obj)
+            return
         group = route.rt.group
         qualified = f"{route.rt.plural}.{group}" if group else route.rt.plural
         details = {"name": route.name, "group": group, "kind": route.rt.plural}
@@ -293,10 +295,9 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             self._send_json(200, body)
 
     def _list_item(self, obj: Obj) -> Obj:
-        if not self.app.list_items_with_type_meta:
-            obj.pop("kind", None)
-            obj.pop("apiVersion", None)
-        return obj
+        if self.app.list_items_with_type_meta:
+            return obj
+        return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
     def _watch(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
         try:
@@ -344,7 +345,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         store = self.app._store
         sent = 0
         if fault is not None and fault.kind == "hang":
-            self.app._stopping.wait(min(fault.hang_seconds, max(deadline - time.monotonic(), 0)))
+            self._idle(min(fault.hang_seconds, deadline - time.monotonic()))
             self._end_chunks()
             return
         events: list[dict[str, Any]] = []
@@ -367,7 +368,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                     return
                 self._chunk(_line(event))
                 sent += 1
-            if self.app._stopping.is_set():
+            if self.app._stopping.is_set() or self._client_gone():
                 self._abort()
                 return
             now = time.monotonic()
@@ -378,8 +379,11 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 self._chunk(_line(self._bookmark(route, cursor)))
                 next_bookmark = now + self.app.bookmark_interval
             wake = min(deadline, next_bookmark) if bookmarks else deadline
+            # Wake at least every _POLL seconds to notice a client that went away.
             store.wait(
-                after=cursor, timeout=wake - time.monotonic(), stop=self.app._stopping.is_set
+                after=cursor,
+                timeout=min(wake - time.monotonic(), _POLL),
+                stop=self.app._stopping.is_set,
             )
             try:
                 cursor, changes = store.changes_since(
@@ -399,6 +403,22 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         kind = route.rt.kind
         obj = {"kind": kind, "apiVersion": route.group_version, "metadata": metadata}
         return {"type": "BOOKMARK", "object": obj}
+
+    def _idle(self, seconds: float) -> None:
+        """Send nothing for `seconds`, ending early if the server stops or the client leaves."""
+        until = time.monotonic() + seconds
+        while not self._client_gone():
+            left = until - time.monotonic()
+            if left <= 0 or self.app._stopping.wait(min(left, _POLL)):
+                return
+
+    def _client_gone(self) -> bool:
+        # A closed peer makes the socket readable with nothing to read.
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))

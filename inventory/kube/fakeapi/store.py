@@ -164,8 +164,10 @@ class ObjectStore:
     ) -> tuple[int, list[tuple[Key, Obj]]]:
         """The objects of one resource (optionally one namespace) as they were at revision `at`.
 
-        Returns the revision the snapshot stands for and the items in key order. Raises
-        Expired when `at` is older than the history reaches, TooLarge when it is in the future.
+        Returns the revision the snapshot stands for and the items in key order; the items are
+        the stored dicts themselves (stored objects are replaced, never changed), so callers
+        must not modify them. Raises Expired when `at` is older than the history reaches,
+        TooLarge when it is in the future.
         """
         with self._cond:
             current = dict(self._objects.get(rt.plural, {}))
@@ -185,11 +187,17 @@ class ObjectStore:
                 else:
                     current[change.key] = change.previous
             items = [
-                (key, copy.deepcopy(current[key]))
+                (key, current[key])
                 for key in sorted(current)
                 if namespace is None or key[0] == namespace
             ]
             return revision, items
+
+    def get(self, rt: ResourceType, *, namespace: str | None, name: str) -> Obj | None:
+        """A copy of one current object, or None."""
+        with self._cond:
+            found = self._objects.get(rt.plural, {}).get((namespace or "", name))
+            return copy.deepcopy(found) if found is not None else None
 
     def changes_since(
         self, rt: ResourceType, *, after: int, namespace: str | None
