@@ -1,15 +1,30 @@
-"""API permissions: read for signed-in users (or everyone with DASHBOARD_PUBLIC_READ)."""
+"""API permissions: read-only, for any signed-in user (or everyone with DASHBOARD_PUBLIC_READ).
+
+Decision: the viewer role is "any active, signed-in user". The dashboard shows cluster-wide objects
+that the service account already reads; it holds no per-namespace secrets, so a separate "viewer"
+group would only add an administrative step without narrowing what anyone sees. Members of a
+`viewer` group are therefore ordinary signed-in users here. Writes are refused to everyone except
+on views that opt in with `allow_post = True` (the what-if endpoint, which changes nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
 
 
 class ReadOnlyViewer(BasePermission):
     """Cluster objects are read-only here; reading needs a user unless public read is on."""
 
-    def has_permission(self, request, view) -> bool:
-        if request.method not in SAFE_METHODS and not getattr(view, "allow_post", False):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method not in SAFE_METHODS and not (
+            request.method == "POST" and getattr(view, "allow_post", False)
+        ):
             return False
         if settings.PUBLIC_READ and request.method in SAFE_METHODS:
             return True
-        return bool(request.user and request.user.is_authenticated)
+        user = request.user
+        return bool(user and user.is_authenticated and user.is_active)
