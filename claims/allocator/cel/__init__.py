@@ -143,15 +143,16 @@ def _split_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def _attribute_value(attr: Mapping[str, Any], *, list_types: bool) -> Any:
+def _attribute_value(attr: Mapping[str, Any]) -> Any:
+    # Like upstream, list values are exposed whether or not the list feature is on; the feature
+    # only changes the declared types and adds includes().
     if not isinstance(attr, Mapping):
         raise ValueError("unsupported attribute value")
-    if list_types:
-        for key in ("ints", "bools", "strings"):
-            if attr.get(key) is not None:
-                return list(attr[key])
-        if attr.get("versions") is not None:
-            return [fn.semver_value(v) for v in attr["versions"]]
+    for key in ("ints", "bools", "strings"):
+        if attr.get(key) is not None:
+            return list(attr[key])
+    if attr.get("versions") is not None:
+        return [fn.semver_value(v) for v in attr["versions"]]
     if attr.get("int") is not None:
         return int(attr["int"])
     if attr.get("bool") is not None:
@@ -168,7 +169,7 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
     for name, attr in device.attributes.items():
         domain, ident = _split_name(name, device.driver)
         try:
-            value = _attribute_value(attr, list_types=options.list_type_attributes)
+            value = _attribute_value(attr)
         except (ValueError, TypeError) as exc:
             return _DeviceData(None, f"attribute {name}: {exc}")
         attributes.setdefault(domain, {})[ident] = value
