@@ -563,6 +563,17 @@ def test_convert_for_served_keeps_or_drops_without_conversion() -> None:
     assert convert_for_served(rule, ("v1beta1",)) is None
 
 
+def test_convert_for_served_converts_to_newest_served_version() -> None:
+    """A v1 object on a v1beta1-only server is stored in v1beta1's shape (basic devices)."""
+    obj = slice_obj("a")
+    obj["metadata"]["uid"] = "uid-a"
+    obj["spec"].update({"nodeName": "n1", "devices": [{"name": "g0", "attributes": {}}]})
+    converted = convert_for_served(obj, ("v1beta1",))
+    assert converted is not None
+    assert converted["apiVersion"] == f"{GROUP}/v1beta1"
+    assert "basic" in converted["spec"]["devices"][0]
+
+
 def test_cli_rejects_unknown_served_version(capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI exits with status 2 and names the bad version."""
     assert cli_main(["--port", "0", "--served", "v9"]) == 2

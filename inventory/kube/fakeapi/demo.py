@@ -61,6 +61,9 @@ def load_demo(server: FakeApiServer, *, nodes: int, seed: int) -> Churn:
     return churn
 
 
+_reported: set[str] = set()
+
+
 def _apply(server: FakeApiServer, obj: Obj) -> bool:
     try:
         stored = convert_for_served(obj, server.served_versions)
@@ -68,7 +71,11 @@ def _apply(server: FakeApiServer, obj: Obj) -> bool:
             return False
         server.apply(stored)
     except ValueError as exc:
-        print(f"fakeapi: skipped {_name(obj)}: {exc}", file=sys.stderr)
+        # One line per kind: a version that cannot hold a kind would otherwise flood stderr.
+        kind = str(obj.get("kind")) if isinstance(obj, dict) else "?"
+        if kind not in _reported:
+            _reported.add(kind)
+            print(f"fakeapi: skipping {_name(obj)} (and others like it): {exc}", file=sys.stderr)
         return False
     return True
 
