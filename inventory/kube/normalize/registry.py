@@ -55,8 +55,8 @@ def _only(rewrite: Callable[[dict[str, Any]], None]) -> Rewrite:
 def _build() -> dict[tuple[str, str], _Entry]:
     table: dict[tuple[str, str], _Entry] = {}
     for kind, shape in V1_KINDS.items():
-        table[(V1, kind)] = _Entry(shape, V1)
-        table[(V1BETA2, kind)] = _Entry(shape, V1)
+        table[(V1, kind)] = _Entry(shape, V1, _only(structured.tidy))
+        table[(V1BETA2, kind)] = _Entry(shape, V1, _only(structured.tidy))
     for kind, shape in V1BETA1_KINDS.items():
         table[(V1BETA1, kind)] = _Entry(shape, V1, _only(structured.v1beta1_to_v1))
     for kind, shape in V1ALPHA3_KINDS.items():

@@ -126,12 +126,6 @@ def lift_alpha_classic(obj: dict[str, Any]) -> None:
             controller = allocation.pop("controller", None)
             if controller:
                 classic["allocationController"] = controller
-            devices = allocation.get("devices")
-            results = devices.get("results") if isinstance(devices, dict) else None
-            for result in results or []:
-                # 1.32 sent `adminAccess: null` (pointer without omitempty); v1 omits it.
-                if "adminAccess" in result and result["adminAccess"] is None:
-                    del result["adminAccess"]
     if classic:
         obj["classic"] = classic
 
@@ -154,14 +148,30 @@ def lower_alpha_classic(obj: dict[str, Any]) -> None:
         status.setdefault("allocation", {})["controller"] = classic["allocationController"]
 
 
+def tidy(obj: dict[str, Any]) -> None:
+    """Drop the `adminAccess: null` of allocation results, which v1 never sends.
+
+    1.32 and 1.33 declared that pointer without omitempty in every version they served.
+    """
+    status = obj.get("status") if obj.get("kind") == "ResourceClaim" else None
+    allocation = status.get("allocation") if isinstance(status, dict) else None
+    devices = allocation.get("devices") if isinstance(allocation, dict) else None
+    results = devices.get("results") if isinstance(devices, dict) else None
+    for result in results or []:
+        if "adminAccess" in result and result["adminAccess"] is None:
+            del result["adminAccess"]
+
+
 def v1beta1_to_v1(obj: dict[str, Any]) -> None:
     """Rewrite a checked v1beta1 object in place into the v1 shape."""
+    tidy(obj)
     devices_from_basic(obj, plain_capacity=False)
     claims_to_exactly(obj)
 
 
 def v1alpha3_to_v1(obj: dict[str, Any]) -> None:
     """Rewrite a checked v1alpha3 object in place into the v1 shape."""
+    tidy(obj)
     devices_from_basic(obj, plain_capacity=True)
     claims_to_exactly(obj)
     lift_alpha_classic(obj)
