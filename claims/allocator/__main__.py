@@ -1,0 +1,81 @@
+"""Command line: `python -m claims.allocator` runs scenarios in the shared conformance format.
+
+Reads one scenario object on stdin and prints `{"results": ..., "error": ...}` (or
+`{"nodes": [...]}` for a scenario with `nodes`). With `--jsonl`, reads one scenario per line and
+prints one output per line, flushing after each. `--share-id` fixes the shareID given to shared
+devices; `--explain` adds an `explain` entry with per-request reasons when claims do not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from claims.allocator.allocator import allocate_scenario
+from claims.allocator.explain import explain_scenario
+from claims.allocator.selection import SelectorCache
+
+
+def _run_one(
+    text: str,
+    *,
+    share_id_factory: Callable[[], str] | None,
+    explain: bool,
+    caches: dict[tuple[bool, bool], SelectorCache],
+) -> dict[str, Any]:
+    try:
+        scenario = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return {"results": None, "error": f"scenario: invalid JSON: {exc}"}
+    if not isinstance(scenario, dict):
+        return {"results": None, "error": "scenario: expected a JSON object"}
+    features = scenario.get("features") or {}
+    key = (
+        bool(features.get("ConsumableCapacity", True)),
+        bool(features.get("ListTypeAttributes", True)),
+    )
+    cache = caches.get(key)
+    if cache is None:
+        cache = SelectorCache(consumable_capacity=key[0], list_type_attributes=key[1])
+        caches[key] = cache
+    output = allocate_scenario(scenario, share_id_factory=share_id_factory, selector_cache=cache)
+    if explain:
+        output["explain"] = explain_scenario(scenario, output, selector_cache=cache)
+    return output
+
+
+def main(argv: list[str] | None = None, *, stdin: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit status (0 even when an allocation reports an error)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m claims.allocator",
+        description="Allocate the claims of a scenario like the Kubernetes structured allocator.",
+    )
+    parser.add_argument("--jsonl", action="store_true", help="one scenario per input line")
+    parser.add_argument("--share-id", help="use this shareID instead of random UUIDs")
+    parser.add_argument(
+        "--explain", action="store_true", help="add per-request reasons when claims do not fit"
+    )
+    args = parser.parse_args(argv)
+    source = stdin if stdin is not None else sys.stdin
+    share_id = args.share_id
+    factory: Callable[[], str] | None = (lambda: share_id) if share_id else None
+    caches: dict[tuple[bool, bool], SelectorCache] = {}
+    if args.jsonl:
+        for line in source:
+            if not line.strip():
+                continue
+            output = _run_one(line, share_id_factory=factory, explain=args.explain, caches=caches)
+            sys.stdout.write(json.dumps(output) + "\n")
+            sys.stdout.flush()
+        return 0
+    output = _run_one(source.read(), share_id_factory=factory, explain=args.explain, caches=caches)
+    sys.stdout.write(json.dumps(output) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
