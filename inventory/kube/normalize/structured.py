@@ -162,9 +162,20 @@ def tidy(obj: dict[str, Any]) -> None:
             del result["adminAccess"]
 
 
+def drop_zero_slice_fields(obj: dict[str, Any]) -> None:
+    """v1beta1 and v1alpha3 slices have non-pointer nodeName/allNodes; v1 leaves zero values out."""
+    spec = obj.get("spec") if obj.get("kind") == "ResourceSlice" else None
+    if isinstance(spec, dict):
+        if spec.get("nodeName") == "":
+            del spec["nodeName"]
+        if spec.get("allNodes") is False:
+            del spec["allNodes"]
+
+
 def v1beta1_to_v1(obj: dict[str, Any]) -> None:
     """Rewrite a checked v1beta1 object in place into the v1 shape."""
     tidy(obj)
+    drop_zero_slice_fields(obj)
     devices_from_basic(obj, plain_capacity=False)
     claims_to_exactly(obj)
 
@@ -172,6 +183,7 @@ def v1beta1_to_v1(obj: dict[str, Any]) -> None:
 def v1alpha3_to_v1(obj: dict[str, Any]) -> None:
     """Rewrite a checked v1alpha3 object in place into the v1 shape."""
     tidy(obj)
+    drop_zero_slice_fields(obj)
     devices_from_basic(obj, plain_capacity=True)
     claims_to_exactly(obj)
     lift_alpha_classic(obj)
