@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from claims.allocator.counters import CounterSets
-from claims.allocator.pools import NodeInfo, PoolBuilder, SliceInfo
+from claims.allocator.pools import NodeInfo, Pool, PoolBuilder, SliceInfo
 from claims.allocator.requests import ClaimInfo
 from claims.allocator.search import DONE, DeviceResult, Run
 from claims.allocator.selection import SelectorCache
@@ -72,17 +72,21 @@ class Allocator:
         # Available counters per pool name, computed on first use like upstream's cache.
         self._counter_cache: dict[str, CounterSets] = {}
         self.num_allocate_one = 0
+        self._pools_by_node: dict[tuple[str, tuple[tuple[str, str], ...]], list[Pool]] = {}
+        self._last_claims: tuple[list[JSON | ClaimInfo], list[ClaimInfo]] = ([], [])
 
     def new_run(self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]) -> Run:
         """Gather the node's pools and prepare a search without running it."""
         node_info = node if isinstance(node, NodeInfo) else NodeInfo.from_object(node)
-        claim_infos = [
-            c if isinstance(c, ClaimInfo) else ClaimInfo.parse(c, index=i)
-            for i, c in enumerate(claims)
-        ]
-        on_node = self._slices_on_node.get(node_info.name, [])
-        slices_for_node = on_node + self._slices_shared if on_node else self._slices_shared
-        pools = self._pool_builder.gather(slices_for_node, node_info)
+        claim_infos = self._parse_claims(claims)
+        # Pools depend only on the node's name and labels; nodes asked again reuse them.
+        node_key = (node_info.name, tuple(sorted(node_info.labels.items())))
+        pools = self._pools_by_node.get(node_key)
+        if pools is None:
+            on_node = self._slices_on_node.get(node_info.name, [])
+            slices_for_node = on_node + self._slices_shared if on_node else self._slices_shared
+            pools = self._pool_builder.gather(slices_for_node, node_info)
+            self._pools_by_node[node_key] = pools
         return Run(
             features=self.features,
             node=node_info,
@@ -94,6 +98,19 @@ class Allocator:
             counter_cache=self._counter_cache,
             share_id_factory=self.share_id_factory,
         )
+
+    def _parse_claims(self, claims: Sequence[JSON | ClaimInfo]) -> list[ClaimInfo]:
+        # Objects are treated as immutable, like informer objects: the same claim objects asked
+        # for node after node are parsed once.
+        last_raw, last_parsed = self._last_claims
+        if len(last_raw) == len(claims) and all(a is b for a, b in zip(last_raw, claims)):
+            return last_parsed
+        parsed = [
+            c if isinstance(c, ClaimInfo) else ClaimInfo.parse(c, index=i)
+            for i, c in enumerate(claims)
+        ]
+        self._last_claims = (list(claims), parsed)
+        return parsed
 
     def allocate(
         self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]

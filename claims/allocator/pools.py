@@ -152,51 +152,96 @@ def node_matches(
     return False
 
 
-@dataclass
+_EMPTY_MAP: dict[str, Any] = {}
+
+
 class DeviceInfo:
-    """One device of a ResourceSlice, with values derived from it cached on first use."""
+    """One device of a ResourceSlice; values derived from it are computed on first use.
 
-    name: str
-    raw: JSON
-    driver: str
-    attributes: dict[str, Any]
-    capacity_raw: dict[str, Any]
-    node_name: str | None
-    node_selector_raw: JSON | None
-    all_nodes: bool
-    taints: list[JSON]
-    binds_to_node: bool
-    binding_conditions: list[str]
-    binding_failure_conditions: list[str]
-    allow_multiple_allocations: bool | None
-    consumes_counters_raw: list[JSON]
-    where: str
-    # Per attribute name: upstream lookupAttribute's result.
-    attribute_lookups: dict[str, Any] = field(default_factory=dict)
+    The search touches a few fields of many devices, so plain slots are read directly and
+    everything else (parsed quantities, selectors, the CEL content key) waits until needed.
+    """
 
-    @cached_property
+    __slots__ = (
+        "_capacity",
+        "_consumes_counters",
+        "_content_key",
+        "_node_selector",
+        "all_nodes",
+        "allow_multiple_allocations",
+        "attribute_lookups",
+        "attributes",
+        "binding_conditions",
+        "binding_failure_conditions",
+        "binds_to_node",
+        "capacity_raw",
+        "consumes_counters_raw",
+        "driver",
+        "name",
+        "node_name",
+        "node_selector_raw",
+        "raw",
+        "taints",
+        "where",
+    )
+
+    def __init__(self, raw: JSON, *, driver: str, where: str) -> None:
+        get = raw.get
+        self.raw = raw
+        self.name: str = raw["name"]
+        self.driver = driver
+        self.where = where
+        self.attributes: dict[str, Any] = get("attributes") or _EMPTY_MAP
+        self.capacity_raw: dict[str, Any] = get("capacity") or _EMPTY_MAP
+        self.node_name: str | None = get("nodeName")
+        self.node_selector_raw: JSON | None = get("nodeSelector")
+        self.all_nodes = bool(get("allNodes"))
+        self.taints: list[JSON] = get("taints") or []
+        self.binds_to_node = bool(get("bindsToNode"))
+        self.binding_conditions: list[str] = get("bindingConditions") or []
+        self.binding_failure_conditions: list[str] = get("bindingFailureConditions") or []
+        self.allow_multiple_allocations: bool | None = get("allowMultipleAllocations")
+        self.consumes_counters_raw: list[JSON] = get("consumesCounters") or []
+        # Per attribute name: upstream lookupAttribute's result.
+        self.attribute_lookups: dict[str, Any] = {}
+        self._content_key: str | None = None
+        self._capacity: dict[str, CapacityInfo] | None = None
+        self._consumes_counters: list[tuple[str, dict[str, Quantity]]] | None = None
+        self._node_selector: NodeSelector | None | bool = False
+
+    @property
     def node_selector(self) -> NodeSelector | None:
         """The parsed per-device node selector, if any."""
-        return NodeSelector(self.node_selector_raw) if self.node_selector_raw is not None else None
+        if self._node_selector is False:
+            raw = self.node_selector_raw
+            self._node_selector = NodeSelector(raw) if raw is not None else None
+        return self._node_selector  # type: ignore[return-value]
 
-    @cached_property
+    @property
     def content_key(self) -> str:
-        """What CEL can see of the device: identical keys give identical selector results."""
-        return json.dumps(
-            [self.driver, self.attributes, self.capacity_raw, self.allow_multiple_allocations],
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        """What CEL can see of the device; equal keys give equal selector results.
 
-    @cached_property
+        repr() of JSON-decoded values is injective, so different content never shares a key.
+        """
+        key = self._content_key
+        if key is None:
+            key = repr(
+                (self.driver, self.attributes, self.capacity_raw, self.allow_multiple_allocations)
+            )
+            self._content_key = key
+        return key
+
+    @property
     def capacity(self) -> dict[str, CapacityInfo]:
         """Capacity entries with parsed quantities and request policy."""
-        return {
-            name: CapacityInfo.parse(value, where=f"{self.where}.capacity.{name}")
-            for name, value in self.capacity_raw.items()
-        }
+        if self._capacity is None:
+            self._capacity = {
+                name: CapacityInfo.parse(value, where=f"{self.where}.capacity.{name}")
+                for name, value in self.capacity_raw.items()
+            }
+        return self._capacity
 
-    @cached_property
+    @property
     def capacity_has_policy(self) -> bool:
         """True if any capacity has a request policy (then defaults may not match the value)."""
         return any(
@@ -204,20 +249,22 @@ class DeviceInfo:
             for value in self.capacity_raw.values()
         )
 
-    @cached_property
+    @property
     def consumes_counters(self) -> list[tuple[str, dict[str, Quantity]]]:
         """(counter set name, counter name -> consumed amount) per consumption entry."""
-        result = []
-        for index, entry in enumerate(self.consumes_counters_raw):
-            where = f"{self.where}.consumesCounters[{index}]"
-            counters = {
-                name: parse_quantity(
-                    (value or {}).get("value"), where=f"{where}.counters.{name}.value"
-                )
-                for name, value in (entry.get("counters") or {}).items()
-            }
-            result.append((str(entry.get("counterSet", "")), counters))
-        return result
+        if self._consumes_counters is None:
+            result = []
+            for index, entry in enumerate(self.consumes_counters_raw):
+                where = f"{self.where}.consumesCounters[{index}]"
+                counters = {
+                    name: parse_quantity(
+                        (value or {}).get("value"), where=f"{where}.counters.{name}.value"
+                    )
+                    for name, value in (entry.get("counters") or {}).items()
+                }
+                result.append((str(entry.get("counterSet", "")), counters))
+            self._consumes_counters = result
+        return self._consumes_counters
 
 
 @dataclass
@@ -345,27 +392,10 @@ class SliceInfo:
 def _parse_device(raw: Any, *, driver: str, where: str) -> DeviceInfo:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise ScenarioError(f"{where}: expected a device with a name")
-    attributes = raw.get("attributes") or {}
-    capacity = raw.get("capacity") or {}
-    if not isinstance(attributes, dict) or not isinstance(capacity, dict):
-        raise ScenarioError(f"{where}: attributes and capacity must be maps")
-    return DeviceInfo(
-        name=raw["name"],
-        raw=raw,
-        driver=driver,
-        attributes=attributes,
-        capacity_raw=capacity,
-        node_name=raw.get("nodeName"),
-        node_selector_raw=raw.get("nodeSelector"),
-        all_nodes=bool(raw.get("allNodes")),
-        taints=list(raw.get("taints") or []),
-        binds_to_node=bool(raw.get("bindsToNode")),
-        binding_conditions=list(raw.get("bindingConditions") or []),
-        binding_failure_conditions=list(raw.get("bindingFailureConditions") or []),
-        allow_multiple_allocations=raw.get("allowMultipleAllocations"),
-        consumes_counters_raw=list(raw.get("consumesCounters") or []),
-        where=f"{where} ({raw['name']})",
-    )
+    device = DeviceInfo(raw, driver=driver, where=where)
+    if not isinstance(device.attributes, dict) or not isinstance(device.capacity_raw, dict):
+        raise ScenarioError(f"{where} ({device.name}): attributes and capacity must be maps")
+    return device
 
 
 @dataclass
@@ -380,6 +410,7 @@ class Pool:
     slices: list[SliceInfo] = field(default_factory=list)
     slices_not_targeting_node: list[SliceInfo] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+    has_binding_conditions: bool = False
 
     @property
     def pool_id(self) -> str:
@@ -471,7 +502,7 @@ class PoolBuilder:
                     result.append(Pool(driver=key[0], name=key[1], is_incomplete=True))
                     continue
             pool = self._build(key, slices, all_for_pool)
-            if self._has_binding_conditions(pool):
+            if pool.has_binding_conditions:
                 with_binding_conditions.append(pool)
             else:
                 result.append(pool)
@@ -500,6 +531,7 @@ class PoolBuilder:
         pool = self._built.get(cache_key)
         if pool is None:
             pool = self._build_uncached(key, slices, all_for_pool)
+            pool.has_binding_conditions = self._has_binding_conditions(pool)
             self._built[cache_key] = pool
         return pool
 
