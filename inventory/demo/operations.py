@@ -1,0 +1,288 @@
+"""Cluster-level actions on the demo state, each recorded as watch-style events.
+
+Both the generator and the churn loop act through `Operations`: create a workload (claims first,
+then the pod that references them), schedule a pod (allocate its claims on one node and reserve
+them, as the scheduler does in one status write), release a pod (delete it, unreserve, delete
+generated claims, deallocate or delete standalone ones) and keep each namespace's ResourceQuota
+`status.used` in step with the claims that exist.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from inventory.demo.catalog import ZONE_LABEL, at, new_uid, quota_usage, random_suffix
+from inventory.demo.state import ClusterState, ObjKey, allocated_claim, node_is_ready
+from inventory.demo.workloads import (
+    claim_object,
+    deallocated_claim,
+    pending_status,
+    pod_name,
+    pod_object,
+    reserved_claim,
+    running_pod,
+    unreserved_claim,
+)
+
+Event = tuple[str, dict[str, Any]]
+# (podClaimName, "template" | "claim", template name) for each claim a workload's pod uses.
+ClaimPlan = tuple[str, str, str]
+
+
+class Operations:
+    """Applies changes to a ClusterState and records them as (type, object) events."""
+
+    def __init__(self, state: ClusterState, rng: random.Random, *, clock: float) -> None:
+        self.state = state
+        self.rng = rng
+        self.clock = clock
+        self.events: list[Event] = []
+        self.usage: dict[str, dict[str, int]] = {}
+        # Mean seconds between two workloads while generating (advances `clock`).
+        self.spacing = 30.0
+        for key in state.keys("ResourceClaim"):
+            self.count_claim(key[1], state.objects[key], +1)
+
+    def now(self) -> str:
+        return at(self.clock)
+
+    def emit(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            self.state.remove(
+                (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+            )
+        else:
+            self.state.add(obj)
+        self.events.append((kind, obj))
+
+    def count_claim(self, namespace: str, claim: dict[str, Any], sign: int) -> None:
+        used = self.usage.setdefault(namespace, {})
+        for key, value in quota_usage(claim.get("spec") or {}).items():
+            used[key] = used.get(key, 0) + sign * value
+
+    def quota_allows(self, namespace: str, specs: list[dict[str, Any]]) -> bool:
+        quota = self.state.objects.get(("ResourceQuota", namespace, "dra-devices"))
+        if quota is None:
+            return True
+        hard = quota["spec"].get("hard") or {}
+        extra: dict[str, int] = {}
+        for spec in specs:
+            for key, value in quota_usage(spec).items():
+                extra[key] = extra.get(key, 0) + value
+        used = self.usage.get(namespace, {})
+        return all(
+            used.get(key, 0) + value <= int(hard[key])
+            for key, value in extra.items()
+            if key in hard
+        )
+
+    def sync_quota(self, namespace: str) -> None:
+        quota = self.state.objects.get(("ResourceQuota", namespace, "dra-devices"))
+        if quota is None:
+            return
+        used = self.usage.get(namespace, {})
+        new_used = {key: str(used.get(key, 0)) for key in quota["status"]["hard"]}
+        if new_used != quota["status"].get("used"):
+            updated = {**quota, "status": {**quota["status"], "used": new_used}}
+            self.emit("MODIFIED", updated)
+
+    def add_claim(self, claim: dict[str, Any]) -> ObjKey:
+        self.emit("ADDED", claim)
+        namespace = claim["metadata"]["namespace"]
+        self.count_claim(namespace, claim, +1)
+        return ("ResourceClaim", namespace, claim["metadata"]["name"])
+
+    def delete_claim(self, key: ObjKey) -> None:
+        claim = self.state.objects[key]
+        self.emit("DELETED", claim)
+        self.count_claim(key[1], claim, -1)
+
+    def create_workload(
+        self,
+        *,
+        app: str,
+        namespace: str,
+        plan: list[ClaimPlan],
+        specs: dict[str, dict[str, Any]],
+        standalone: dict[str, str] | None = None,
+        with_pod: bool = True,
+    ) -> tuple[ObjKey | None, list[ObjKey]]:
+        """New claims (pending) and, with `with_pod`, the Pending pod that waits for them.
+
+        `standalone` maps podClaimName to an existing ResourceClaim to reference instead of
+        creating one.
+        """
+        standalone = standalone or {}
+        name = pod_name(self.rng, app)
+        pod = pod_object(
+            rng=self.rng,
+            namespace=namespace,
+            name=name,
+            app=app,
+            claims=[
+                (pod_claim, source, standalone.get(pod_claim) or template)
+                for pod_claim, source, template in plan
+            ],
+            created=self.now(),
+        )
+        claim_keys: list[ObjKey] = []
+        statuses = []
+        for pod_claim, source, template in plan:
+            if pod_claim in standalone:
+                claim_keys.append(("ResourceClaim", namespace, standalone[pod_claim]))
+                continue
+            if source == "template":
+                claim_name = f"{name}-{pod_claim}-{random_suffix(self.rng)}"
+                claim = claim_object(
+                    rng=self.rng,
+                    namespace=namespace,
+                    name=claim_name,
+                    spec=specs[template],
+                    created=self.now(),
+                    labels={"example.com/claim-template": template},
+                    owner=pod if with_pod else None,
+                    pod_claim=pod_claim,
+                )
+                statuses.append({"name": pod_claim, "resourceClaimName": claim_name})
+            else:
+                claim_name = f"{app}-{random_suffix(self.rng, 8)}"
+                claim = claim_object(
+                    rng=self.rng,
+                    namespace=namespace,
+                    name=claim_name,
+                    spec=specs[template],
+                    created=self.now(),
+                    labels={"app.kubernetes.io/name": app},
+                )
+                pod["spec"]["resourceClaims"] = [
+                    {"name": pc, "resourceClaimName": claim_name} if pc == pod_claim else entry
+                    for entry, (pc, _, _) in zip(pod["spec"]["resourceClaims"], plan, strict=True)
+                ]
+            claim_keys.append(self.add_claim(claim))
+        if statuses:
+            pod["status"]["resourceClaimStatuses"] = statuses
+        if not with_pod:
+            self.sync_quota(namespace)
+            return None, claim_keys
+        pending_status(pod, nodes=max(1, len(self.state.by_kind["Node"])), now=self.now())
+        self.emit("ADDED", pod)
+        self.sync_quota(namespace)
+        return ("Pod", namespace, name), claim_keys
+
+    def pod_claims(self, pod: dict[str, Any]) -> list[ObjKey]:
+        namespace = pod["metadata"]["namespace"]
+        generated = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        keys = []
+        for entry in pod["spec"].get("resourceClaims") or []:
+            name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
+            if name:
+                keys.append(("ResourceClaim", namespace, name))
+        return keys
+
+    def claim_users(self, key: ObjKey) -> list[ObjKey]:
+        """Pods that reference a claim by name (template-generated ones have one owner)."""
+        return [
+            pod_key
+            for pod_key in self.state.keys("Pod")
+            if pod_key[1] == key[1] and key in self.pod_claims(self.state.objects[pod_key])
+        ]
+
+    def node_usable(self, node: str) -> bool:
+        obj = self.state.objects.get(("Node", "", node))
+        return obj is not None and node_is_ready(obj)
+
+    def claim_fits_node(self, claim: dict[str, Any], node: str) -> bool:
+        """Whether an allocated claim's nodeSelector admits `node`."""
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        selector = allocation.get("nodeSelector")
+        if not selector:
+            return True
+        labels = (self.state.objects.get(("Node", "", node)) or {}).get("metadata", {})
+        zone = (labels.get("labels") or {}).get(ZONE_LABEL)
+        for term in selector.get("nodeSelectorTerms") or []:
+            names = [v for f in term.get("matchFields") or [] for v in f.get("values") or []]
+            zones = [v for e in term.get("matchExpressions") or [] for v in e.get("values") or []]
+            if (not names or node in names) and (not zones or zone in zones):
+                return True
+        return False
+
+    def allocate_claim(self, key: ObjKey, node: str) -> dict[str, Any] | None:
+        """Allocate one pending claim on `node`: the allocated copy, or None.
+
+        The devices are held at once under the claim's key, so that the next claim of the same
+        pod sees them taken; emitting the copy (or `state.release`) settles that hold.
+        """
+        claim = self.state.objects[key]
+        share_ids = [new_uid(self.rng) for _ in range(4)]
+        allocation = self.state.allocate(
+            claim["spec"], node=node, claim=key, now=self.now(), share_ids=share_ids
+        )
+        if allocation is None:
+            return None
+        self.state.hold(key, allocation["devices"]["results"])
+        return allocated_claim(claim, allocation)
+
+    def schedule(self, pod_key: ObjKey, node: str, *, ip: str) -> bool:
+        """Allocate the pod's pending claims on `node`, reserve them all and run the pod."""
+        pod = self.state.objects[pod_key]
+        keys = self.pod_claims(pod)
+        if not keys or any(key not in self.state.objects for key in keys):
+            return False
+        changed: dict[ObjKey, dict[str, Any]] = {}
+        for key in keys:
+            claim = self.state.objects[key]
+            if (claim.get("status") or {}).get("allocation"):
+                if not self.claim_fits_node(claim, node):
+                    break
+                changed[key] = claim
+                continue
+            updated = self.allocate_claim(key, node)
+            if updated is None:
+                break
+            changed[key] = updated
+        else:
+            running = running_pod(pod, node=node, now=self.now(), ip=ip)
+            for key in keys:
+                self.emit("MODIFIED", reserved_claim(changed[key], running))
+            self.emit("MODIFIED", running)
+            return True
+        for key, claim in changed.items():
+            if claim is not self.state.objects[key]:
+                self.state.release(key)
+        return False
+
+    def release_pod(self, pod_key: ObjKey, *, delete_standalone: bool) -> None:
+        """Delete a pod, unreserve its claims, then delete or deallocate the unused ones.
+
+        Claims generated for the pod go with it; a standalone claim nobody reserves any more is
+        deallocated (back to pending) or, with `delete_standalone`, deleted.
+        """
+        pod = self.state.objects[pod_key]
+        uid = pod["metadata"]["uid"]
+        self.emit("DELETED", pod)
+        for key in self.pod_claims(pod):
+            claim = self.state.objects.get(key)
+            if claim is None:
+                continue
+            owners = claim["metadata"].get("ownerReferences") or []
+            if any(owner.get("uid") == uid for owner in owners):
+                self.delete_claim(key)
+                continue
+            if any(r.get("uid") == uid for r in claim["status"].get("reservedFor") or []):
+                claim = unreserved_claim(claim, uid)
+                self.emit("MODIFIED", claim)
+            if claim["status"].get("reservedFor"):
+                continue
+            if delete_standalone and not self.claim_users(key):
+                self.delete_claim(key)
+            elif claim["status"].get("allocation"):
+                self.emit("MODIFIED", deallocated_claim(claim))
+        self.sync_quota(pod_key[1])
+
+    def pod_ip(self) -> str:
+        octets = (self.rng.randrange(64, 128), self.rng.randrange(256), self.rng.randrange(1, 255))
+        return "10.{}.{}.{}".format(*octets)
