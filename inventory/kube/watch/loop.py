@@ -1,0 +1,308 @@
+"""The watch loop of one kind, the kopf way: list, watch from the list's version, repeat.
+
+`KindWatcher.run()` is the tiny outer loop: it calls `step()` and turns failures into waits
+(backoff with jitter, Retry-After on 429) or a relist (410 Gone). `step()` discovers the served
+version when needed, relists when needed (replace_all: objects missing from the list are deleted)
+and follows one watch connection, committing each batch with its resourceVersion in one
+transaction, so a watcher killed between batches resumes from a version whose events were all
+committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import close_old_connections, transaction
+
+from inventory.kube.client import ApiStatusError, KubeClient
+from inventory.kube.discovery import discover
+from inventory.kube.kinds import KindSpec
+from inventory.kube.watch import state
+from inventory.kube.watch.batching import Batch, StreamSource, batch_events
+from inventory.models import SyncState
+from inventory.sync import apply_events, replace_all
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """Timings and sizes of a watch loop; defaults suit a real cluster, tests shrink them."""
+
+    timeout_seconds: int = 290
+    read_timeout: float | None = None  # default: timeout_seconds + 15 (silence = dead link)
+    page_size: int = 500
+    max_events: int = 200
+    max_delay: float = 0.1
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    not_served_poll: float = 60.0
+    heartbeat_every: float = 5.0
+    list_attempts: int = 3
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> WatchOptions:
+        from django.conf import settings
+
+        values: dict[str, Any] = {
+            "timeout_seconds": settings.WATCH_TIMEOUT_SECONDS,
+            "page_size": settings.LIST_PAGE_SIZE,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def effective_read_timeout(self) -> float:
+        if self.read_timeout is not None:
+            return self.read_timeout
+        return float(self.timeout_seconds + 15)
+
+
+class Backoff:
+    """Exponential backoff with equal jitter: half the delay fixed, half random."""
+
+    def __init__(self, *, base: float, cap: float, rng: Callable[[], float] = random.random):
+        self.base = base
+        self.cap = cap
+        self.rng = rng
+        self.attempt = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * 2**self.attempt)
+        self.attempt = min(self.attempt + 1, 30)
+        return delay / 2 + self.rng() * delay / 2
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class KindWatcher:
+    """Keeps the stored objects of one kind equal to the cluster's; see the module docstring."""
+
+    def __init__(
+        self,
+        spec: KindSpec,
+        *,
+        client_factory: Callable[[], KubeClient],
+        identity: str,
+        stop: threading.Event,
+        options: WatchOptions | None = None,
+        lock_lost: threading.Event | None = None,
+    ) -> None:
+        self.spec = spec
+        self.kind = spec.kind
+        self.client_factory = client_factory
+        self.identity = identity
+        self.stop = stop
+        self.options = options or WatchOptions()
+        self.lock_lost = lock_lost
+        self.client: KubeClient | None = None
+        self.version: str | None = None  # served version, None until discovered
+        self.cursor = ""  # resourceVersion whose events are all committed
+        self.need_list = True
+        self.need_discovery = True
+        self.backoff = Backoff(base=self.options.backoff_base, cap=self.options.backoff_cap)
+        self.rate = state.RateMeter()
+        self.lists = 0  # relists done: tests and the benchmark read it
+        self._last_beat = 0.0
+        self._stored_version = ""
+
+    def run(self, *, deadline: float | None = None) -> None:
+        """Watch until `stop` is set, `deadline` (monotonic) passes or ownership is lost."""
+        with state.write_guard():
+            stored = state.claim_kind(self.kind, watcher=self.identity)
+        self.cursor = stored.resource_version
+        self._stored_version = stored.served_version
+        try:
+            while not self._should_stop(deadline):
+                try:
+                    self.step(deadline)
+                    self.backoff.reset()
+                except state.LostOwnership as exc:
+                    log.warning("%s: %s; stopping", self.kind, exc)
+                    return
+                except ApiStatusError as exc:
+                    self._on_status_error(exc)
+                except Exception as exc:  # noqa: BLE001 - any failure: note it, wait, retry
+                    self._fail(exc, self.backoff.next())
+                finally:
+                    close_old_connections()
+        finally:
+            state.release_kind(self.kind, watcher=self.identity)
+
+    def _should_stop(self, deadline: float | None) -> bool:
+        return self.stop.is_set() or (deadline is not None and time.monotonic() >= deadline)
+
+    def _on_status_error(self, exc: ApiStatusError) -> None:
+        if exc.gone or exc.version_too_large:
+            # The stored version is outside the server's history: relist and reconcile.
+            log.info("%s: %s; relisting", self.kind, exc)
+            self.need_list = True
+            return
+        if exc.status == 404:
+            self.need_discovery = True
+        if exc.status == 429:
+            delay = exc.retry_after if exc.retry_after is not None else self.backoff.next()
+            self._fail(exc, delay + random.random() * min(delay * 0.1, 1.0))
+            return
+        self._fail(exc, self.backoff.next())
+
+    def _fail(self, exc: BaseException, delay: float) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        log.warning("%s: %s (retrying in %.1fs)", self.kind, message, delay)
+        try:
+            state.record_error(self.kind, watcher=self.identity, message=message)
+        except Exception:  # noqa: BLE001 - the database may be what failed
+            log.exception("%s: could not record the error", self.kind)
+        self.stop.wait(delay)
+
+    def step(self, deadline: float | None = None) -> None:
+        """One pass: discover and relist if needed, then follow one watch connection."""
+        if self.client is None:
+            self.client = self.client_factory()
+        if self.need_discovery or self.version is None:
+            served = discover(self.client, [self.spec])[self.kind]
+            if not served.served:
+                self._not_served(served.message)
+                return
+            if served.version != self._stored_version:
+                self.need_list = True
+            self.version = served.version
+            self.need_discovery = False
+        if self.need_list or not self.cursor:
+            self.relist()
+        self.watch_once(deadline)
+
+    def _not_served(self, message: str) -> None:
+        log.info("%s: %s", self.kind, message)
+        with state.write_guard(), transaction.atomic():
+            # The cluster has none of these: the database must not keep any either.
+            replace_all(self.kind, [])
+            state.record_not_served(self.kind, watcher=self.identity, message=message)
+        self.version = None
+        self._stored_version = ""
+        self.cursor = ""
+        self.need_list = True
+        self.stop.wait(self.options.not_served_poll)
+
+    def relist(self) -> None:
+        """List every object (paginated) and make the database equal to the list."""
+        assert self.client is not None and self.version is not None
+        items, list_version = self._list_all()
+        close_old_connections()
+        with state.write_guard(), transaction.atomic():
+            replace_all(self.kind, [(raw, None) for raw in items])
+            state.record_list(
+                self.kind,
+                watcher=self.identity,
+                served_version=self.version,
+                resource_version=list_version,
+            )
+        self.cursor = list_version
+        self._stored_version = self.version
+        self.need_list = False
+        self.lists += 1
+        log.info("%s: listed %d objects at %s", self.kind, len(items), list_version)
+
+    def _list_all(self) -> tuple[list[JSON], str]:
+        assert self.client is not None and self.version is not None
+        path = self.spec.path(self.version)
+        api_version = self.spec.api_version(self.version)
+        for attempt in range(self.options.list_attempts):
+            items: list[JSON] = []
+            token = ""
+            try:
+                while True:
+                    query: dict[str, str | int | bool] = {"limit": self.options.page_size}
+                    if token:
+                        query["continue"] = token
+                    page = self.client.get(path, query)
+                    for item in page.get("items") or []:
+                        if isinstance(item, dict):
+                            # List items come without TypeMeta: the list's is theirs.
+                            item.setdefault("kind", self.kind)
+                            item.setdefault("apiVersion", api_version)
+                            items.append(item)
+                    meta = page.get("metadata") or {}
+                    token = str(meta.get("continue") or "")
+                    if not token:
+                        return items, str(meta.get("resourceVersion") or "")
+            except ApiStatusError as exc:
+                # A continue token that expired mid-list: start the list over.
+                if not exc.gone or not token or attempt == self.options.list_attempts - 1:
+                    raise
+                log.info("%s: list continue expired, listing again", self.kind)
+        raise AssertionError("unreachable")
+
+    def watch_once(self, deadline: float | None = None) -> None:
+        """Follow one watch connection from the cursor until it ends; commit batch by batch."""
+        assert self.client is not None and self.version is not None
+        path = self.spec.path(self.version)
+        timeout = self.options.timeout_seconds
+        if deadline is not None:
+            timeout = max(1, min(timeout, int(deadline - time.monotonic()) + 1))
+        query: dict[str, str | int | bool] = {
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+            "resourceVersion": self.cursor,
+        }
+        stream = self.client.watch(path, query, read_timeout=self.options.effective_read_timeout)
+        source = StreamSource(stream, name=self.kind)
+        try:
+            batches = batch_events(
+                source,
+                kind=self.kind,
+                api_version=self.spec.api_version(self.version),
+                path=path,
+                max_events=self.options.max_events,
+                max_delay=self.options.max_delay,
+                idle_every=min(1.0, self.options.heartbeat_every),
+                stop=lambda: self._should_stop(deadline),
+            )
+            for batch in batches:
+                if not batch.idle:
+                    self.commit(batch)
+                self._maybe_heartbeat()
+        finally:
+            source.close()
+
+    def commit(self, batch: Batch) -> None:
+        """Apply one batch and store its resourceVersion, in one transaction."""
+        close_old_connections()
+        count = len(batch.events)
+        rate = self.rate.add(count)
+        with state.write_guard(), transaction.atomic():
+            result = apply_events(self.kind, batch.events)
+            state.record_batch(
+                self.kind,
+                watcher=self.identity,
+                result=result,
+                resource_version=batch.resource_version or self.cursor,
+                events=count,
+                rate=rate,
+            )
+        if batch.resource_version:
+            self.cursor = batch.resource_version
+        self._last_beat = time.monotonic()
+
+    def _maybe_heartbeat(self) -> None:
+        if self.lock_lost is not None and self.lock_lost.is_set():
+            raise state.LostOwnership(f"{self.kind}: the watcher lock expired or was taken")
+        if time.monotonic() - self._last_beat < self.options.heartbeat_every:
+            return
+        state.heartbeat(self.kind, watcher=self.identity, rate=self.rate.add(0))
+        self._last_beat = time.monotonic()
+
+
+def stored_state(kind: str) -> SyncState | None:
+    """The SyncState row of a kind, if any."""
+    return SyncState.objects.filter(kind=kind).first()

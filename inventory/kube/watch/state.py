@@ -1,0 +1,151 @@
+"""SyncState bookkeeping for the watch loop, and the write path it commits through.
+
+Every commit is fenced: the SyncState row is updated only where `watcher` still names this
+watcher, and a zero row count (another watcher took the kind over) rolls the batch back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from inventory.models import SkippedObject, SyncState
+from inventory.sync import BatchResult, handler_for
+
+# SQLite allows one writer at a time and fails fast on lock upgrades between threads of one
+# process; serialising writes in-process keeps the embedded mode free of "database is locked".
+_SQLITE_WRITES = threading.RLock()
+
+
+class LostOwnership(Exception):
+    """Another watcher owns this kind now (lock lost or expired); this one must stop."""
+
+
+@contextlib.contextmanager
+def write_guard() -> Iterator[None]:
+    """Serialise writes on SQLite; no-op on PostgreSQL, which handles concurrent writers."""
+    if connection.vendor == "sqlite":
+        with _SQLITE_WRITES:
+            yield
+    else:
+        yield
+
+
+class RateMeter:
+    """Events per second over a sliding window."""
+
+    def __init__(self, window: float = 10.0) -> None:
+        self.window = window
+        self._samples: deque[tuple[float, int]] = deque()
+        self._started: float | None = None
+
+    def add(self, count: int, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        if self._started is None:
+            self._started = now
+        self._samples.append((now, count))
+        while self._samples and self._samples[0][0] < now - self.window:
+            self._samples.popleft()
+        span = max(min(now - self._started, self.window), 1.0)
+        return sum(c for _, c in self._samples) / span
+
+
+def claim_kind(kind: str, *, watcher: str) -> SyncState:
+    """Make `watcher` the owner of the kind's SyncState row (after taking the lock)."""
+    state, _ = SyncState.objects.get_or_create(kind=kind)
+    SyncState.objects.filter(kind=kind).update(watcher=watcher, heartbeat_at=timezone.now())
+    state.refresh_from_db()
+    return state
+
+
+def _counts(kind: str) -> dict[str, Any]:
+    return {
+        "object_count": handler_for(kind).model.objects.count(),
+        "skipped": SkippedObject.objects.filter(kind=kind).count(),
+    }
+
+
+def fenced_update(kind: str, *, watcher: str, **fields: Any) -> None:
+    """Update the SyncState row if `watcher` still owns it; LostOwnership otherwise."""
+    if not SyncState.objects.filter(kind=kind, watcher=watcher).update(**fields):
+        raise LostOwnership(f"{kind}: another watcher owns this kind now")
+
+
+def record_batch(
+    kind: str,
+    *,
+    watcher: str,
+    result: BatchResult,
+    resource_version: str,
+    events: int,
+    rate: float,
+) -> None:
+    """Store the cursor and counters of a committed batch (inside its transaction)."""
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "resource_version": resource_version,
+        "heartbeat_at": now,
+        "events_per_second": rate,
+    }
+    if events:
+        fields.update(last_event_at=now, events_total=F("events_total") + events)
+        if result.upserted or result.deleted or result.skipped:
+            fields.update(_counts(kind))
+    fenced_update(kind, watcher=watcher, **fields)
+
+
+def record_list(kind: str, *, watcher: str, served_version: str, resource_version: str) -> None:
+    """Store the cursor after a relist (inside the replace_all transaction)."""
+    now = timezone.now()
+    fenced_update(
+        kind,
+        watcher=watcher,
+        served=True,
+        served_version=served_version,
+        resource_version=resource_version,
+        last_list_at=now,
+        heartbeat_at=now,
+        **_counts(kind),
+    )
+
+
+def record_not_served(kind: str, *, watcher: str, message: str) -> None:
+    now = timezone.now()
+    fenced_update(
+        kind,
+        watcher=watcher,
+        served=False,
+        served_version="",
+        resource_version="",
+        last_error=message,
+        last_error_at=now,
+        heartbeat_at=now,
+        **_counts(kind),
+    )
+
+
+def record_error(kind: str, *, watcher: str, message: str) -> None:
+    """Note an error; never raises for a lost row, the loop's next commit will notice that."""
+    with write_guard():
+        SyncState.objects.filter(kind=kind, watcher=watcher).update(
+            last_error=message[:2000], last_error_at=timezone.now()
+        )
+
+
+def heartbeat(kind: str, *, watcher: str, rate: float) -> None:
+    with write_guard(), transaction.atomic():
+        fenced_update(kind, watcher=watcher, heartbeat_at=timezone.now(), events_per_second=rate)
+
+
+def release_kind(kind: str, *, watcher: str) -> None:
+    """Clear the watcher name when stopping, so status pages show nobody is watching."""
+    with write_guard():
+        SyncState.objects.filter(kind=kind, watcher=watcher).update(watcher="")

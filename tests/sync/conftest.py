@@ -1,0 +1,136 @@
+"""Fixtures for sync tests: a fake API server on real HTTP, a client for it, watcher threads."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inventory.kube.client import KubeClient, load_client
+from inventory.kube.fakeapi import FakeApiServer
+from inventory.kube.kinds import KINDS
+from inventory.kube.watch import WatchOptions, run_kind, write_guard
+from inventory.sync import handler_for
+
+# Short timings so faults resolve in well under a second each.
+FAST = WatchOptions(
+    timeout_seconds=3,
+    read_timeout=1.5,
+    page_size=2,
+    max_events=50,
+    max_delay=0.05,
+    backoff_base=0.05,
+    backoff_cap=0.4,
+    not_served_poll=0.5,
+    heartbeat_every=0.5,
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer(bookmark_interval=0.3) as fake:
+        yield fake
+
+
+@pytest.fixture
+def kubeconfig(server: FakeApiServer, tmp_path: Path) -> Path:
+    return server.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def client_factory(kubeconfig: Path) -> Callable[[], KubeClient]:
+    return lambda: load_client(kubeconfig=kubeconfig)
+
+
+class Watchers:
+    """Watcher threads (run_kind) for chosen kinds, each with its own stop event."""
+
+    def __init__(self, client_factory: Callable[[], KubeClient]) -> None:
+        self.client_factory = client_factory
+        self.threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
+
+    def start(
+        self, *kinds: str, options: WatchOptions = FAST, identity: str | None = None
+    ) -> None:
+        for kind in kinds:
+            stop = threading.Event()
+            thread = threading.Thread(
+                target=run_kind,
+                kwargs={
+                    "kind": kind,
+                    "stop": stop,
+                    "options": options,
+                    "client_factory": self.client_factory,
+                    "identity": identity,
+                    "lock_retry": 0.1,
+                    "lock_ttl": 5.0,
+                },
+                name=f"test-watch:{kind}",
+                daemon=True,
+            )
+            thread.start()
+            self.threads[kind] = (thread, stop)
+
+    def stop(self, *kinds: str) -> None:
+        for kind in kinds or tuple(self.threads):
+            thread, stop = self.threads.pop(kind)
+            stop.set()
+            thread.join(timeout=10)
+            assert not thread.is_alive(), f"watcher for {kind} did not stop"
+
+
+@pytest.fixture
+def watchers(client_factory: Callable[[], KubeClient]) -> Iterator[Watchers]:
+    running = Watchers(client_factory)
+    yield running
+    with contextlib.suppress(AssertionError):
+        running.stop()
+
+
+def server_state(server: FakeApiServer, kind: str) -> dict[str, str]:
+    """uid -> resourceVersion of the objects the database should hold for `kind`."""
+    spec = KINDS[kind]
+    state = {}
+    for obj in server.objects(spec.plural):
+        if kind == "Pod" and not (obj.get("spec") or {}).get("resourceClaims"):
+            continue
+        state[obj["metadata"]["uid"]] = obj["metadata"]["resourceVersion"]
+    return state
+
+
+def db_state(kind: str) -> dict[str, str]:
+    """uid -> resourceVersion of the rows stored for `kind`."""
+    with write_guard():
+        rows = handler_for(kind).model.objects.values_list("uid", "resource_version")
+        return dict(rows)
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy; fail with its last value on timeout."""
+    deadline = time.monotonic() + timeout
+    value = check()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = check()
+    assert value, f"condition not met within {timeout}s: {check}"
+    return value
+
+
+def wait_converged(server: FakeApiServer, *kinds: str, timeout: float = 10.0) -> None:
+    """Wait until the database equals the server, uid and resourceVersion, for every kind."""
+
+    def equal() -> bool:
+        return all(db_state(kind) == server_state(server, kind) for kind in kinds)
+
+    deadline = time.monotonic() + timeout
+    while not equal():
+        if time.monotonic() > deadline:
+            for kind in kinds:
+                stored, wanted = db_state(kind), server_state(server, kind)
+                assert stored == wanted, f"{kind} differs from the server"
+        time.sleep(0.05)
