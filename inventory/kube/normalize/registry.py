@@ -130,6 +130,9 @@ def _check(obj: Mapping[str, Any], *, kind: str, entry: _Entry, ctx: Context) ->
     if obj.get("metadata") is None:
         raise ctx.error("metadata", "required field missing")
     METADATA.check(obj["metadata"], "metadata", ctx)
+    for name in ("name", "uid"):
+        if obj["metadata"][name] == "":
+            raise ctx.error(f"metadata.{name}", "must not be empty")
     if kind in NAMESPACED_KINDS and not obj["metadata"].get("namespace"):
         raise ctx.error("metadata.namespace", "required field missing")
     entry.shape.check(obj, "", ctx)
