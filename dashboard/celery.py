@@ -9,3 +9,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Restart any missing watcher within a minute (inventory.tasks.ensure_watchers).
+app.conf.beat_schedule = {
+    "ensure-watchers": {"task": "inventory.tasks.ensure_watchers", "schedule": 30.0},
+}
