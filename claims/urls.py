@@ -1,5 +1,12 @@
-"""URL routes of this module (filled as features land)."""
+"""Page routes of the claims app (the API lives under api/claims/)."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from claims import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("claims/", views.claim_list, name="claim-list"),
+    path("claims/<str:namespace>/<str:name>/", views.claim_detail, name="claim-detail"),
+    path("templates/", views.template_list, name="template-list"),
+    path("quotas/", views.quota_list, name="quota-list"),
+]

@@ -1,5 +1,11 @@
-"""URL routes of this module (filled as features land)."""
+"""Page routes of the dashboard app: overview, sync status and what-if."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from dashboard import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.overview, name="overview"),
+    path("sync/", views.sync_status, name="sync-status"),
+    path("what-if/", views.what_if, name="what-if"),
+]

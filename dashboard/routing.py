@@ -1,8 +1,9 @@
-"""Websocket routes."""
+"""Websocket routes: the live-update socket."""
 
-from django.urls import path
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list = [
-    # filled by the live-update layer (dashboard.consumers)
+from dashboard.consumers import LiveConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/live/", LiveConsumer.as_asgi()),
 ]
-_ = path

@@ -1,0 +1,239 @@
+"""Pages for claims, claim templates and quotas: views translate requests into queries only."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+
+from claims.choices import ClaimState
+from claims.models import (
+    AllocatedDevice,
+    Pod,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceQuota,
+)
+from dashboard.views import paginate, percent, read_access, render_page
+from inventory.models import Device
+
+# Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
+DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def _namespaces() -> list[str]:
+    return list(
+        ResourceClaim.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
+    )
+
+
+def filter_claims(
+    params: dict[str, str], claims: QuerySet[ResourceClaim]
+) -> QuerySet[ResourceClaim]:
+    """Apply the claim list's URL filters: namespace, state, node, device class, free text."""
+    if params.get("namespace"):
+        claims = claims.filter(namespace=params["namespace"])
+    if params.get("state"):
+        claims = claims.filter(state=params["state"])
+    if params.get("node"):
+        claims = claims.filter(node_name=params["node"])
+    if params.get("device_class"):
+        claims = claims.filter(device_classes__icontains=f'"{params["device_class"]}"')
+    if params.get("q"):
+        text = params["q"]
+        claims = claims.filter(
+            Q(name__icontains=text) | Q(namespace__icontains=text) | Q(owner_pod__icontains=text)
+        )
+    return claims
+
+
+@read_access
+def claim_list(request: HttpRequest) -> HttpResponse:
+    params = {
+        key: request.GET.get(key, "").strip()
+        for key in ("namespace", "state", "node", "device_class", "q")
+    }
+    claims = filter_claims(params, ResourceClaim.objects.all()).annotate(
+        reservation_count=Count("reservations")
+    )
+    page = paginate(
+        request,
+        claims.only(
+            "pk",
+            "namespace",
+            "name",
+            "state",
+            "classic",
+            "node_name",
+            "device_classes",
+            "request_count",
+            "allocated_count",
+            "owner_pod",
+            "diagnosis",
+            "created_at",
+        ),
+    )
+    by_state = dict(
+        filter_claims({**params, "state": ""}, ResourceClaim.objects.all())
+        .values_list("state")
+        .annotate(n=Count("pk"))
+        .values_list("state", "n")
+    )
+    context: dict[str, Any] = {
+        "page_obj": page,
+        "params": params,
+        "namespaces": _namespaces(),
+        "states": ClaimState.choices,
+        "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
+    }
+    live = ["claims"] if not params["namespace"] else [f"namespace:{params['namespace']}"]
+    return render_page(
+        request,
+        template="claims/claim_list.html",
+        context=context,
+        fragments={"table": "claims/_claim_table.html"},
+        live=live,
+    )
+
+
+def device_ids_for(entries: list[AllocatedDevice]) -> dict[str, int]:
+    """Map `driver/pool/device` keys of allocation results to current Device ids (one query)."""
+    if not entries:
+        return {}
+    wanted = Q()
+    for entry in entries:
+        wanted |= Q(driver=entry.driver, pool_name=entry.pool, name=entry.device)
+    rows = Device.objects.filter(wanted, current=True).values_list(
+        "pk", "driver", "pool_name", "name"
+    )
+    return {f"{driver}/{pool}/{name}": pk for pk, driver, pool, name in rows}
+
+
+@read_access
+def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    claim = get_object_or_404(
+        ResourceClaim.objects.prefetch_related("allocated_devices", "reservations"),
+        namespace=namespace,
+        name=name,
+    )
+    allocated = list(claim.allocated_devices.all())
+    ids = device_ids_for(allocated)
+    devices = [(entry, ids.get(entry.key)) for entry in allocated]
+    reservations = list(claim.reservations.all())
+    pods = {
+        pod.name: pod
+        for pod in Pod.objects.filter(namespace=namespace, name__in=[r.name for r in reservations])
+    }
+    spec = (claim.obj or {}).get("spec") or {}
+    context = {
+        "claim": claim,
+        "devices": devices,
+        "reservations": [(r, pods.get(r.name)) for r in reservations],
+        "requests": (spec.get("devices") or {}).get("requests") or [],
+        "diagnosis": claim.diagnosis,
+        "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
+        "spec_json": json.dumps(claim.obj, indent=2, sort_keys=True),
+    }
+    return render_page(
+        request,
+        template="claims/claim_detail.html",
+        context=context,
+        fragments={"body": "claims/_claim_body.html"},
+        live=[f"namespace:{namespace}"],
+    )
+
+
+@read_access
+def template_list(request: HttpRequest) -> HttpResponse:
+    namespace = request.GET.get("namespace", "").strip()
+    text = request.GET.get("q", "").strip()
+    templates = ResourceClaimTemplate.objects.only(
+        "pk", "namespace", "name", "device_classes", "created_at", "obj"
+    )
+    if namespace:
+        templates = templates.filter(namespace=namespace)
+    if text:
+        templates = templates.filter(Q(name__icontains=text) | Q(namespace__icontains=text))
+    page = paginate(request, templates)
+    claims_from = defaultdict(int)
+    names = [t.name for t in page.object_list]
+    for ns, template_name, n in (
+        ResourceClaim.objects.filter(template_name__in=names)
+        .values_list("namespace", "template_name")
+        .annotate(n=Count("pk"))
+        .values_list("namespace", "template_name", "n")
+    ):
+        claims_from[(ns, template_name)] = n
+    rows = [(t, claims_from.get((t.namespace, t.name), 0)) for t in page.object_list]
+    context = {
+        "page_obj": page,
+        "rows": rows,
+        "params": {"namespace": namespace, "q": text},
+        "namespaces": list(
+            ResourceClaimTemplate.objects.order_by("namespace")
+            .values_list("namespace", flat=True)
+            .distinct()
+        ),
+    }
+    return render_page(
+        request,
+        template="claims/template_list.html",
+        context=context,
+        fragments={"table": "claims/_template_table.html"},
+        live=["templates"],
+    )
+
+
+def quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
+    """The device-class lines of one ResourceQuota: class, used, hard and the fraction used."""
+    rows = []
+    for key, hard in sorted((quota.hard or {}).items()):
+        if not key.endswith(DEVICE_CLASS_QUOTA_SUFFIX):
+            continue
+        used = (quota.used or {}).get(key, "0")
+        try:
+            used_n, hard_n = int(str(used)), int(str(hard))
+        except ValueError:
+            used_n, hard_n = 0, 0
+        rows.append(
+            {
+                "device_class": key.removesuffix(DEVICE_CLASS_QUOTA_SUFFIX),
+                "key": key,
+                "used": used,
+                "hard": hard,
+                "percent": min(100.0, percent(used_n, hard_n)),
+                "full": hard_n > 0 and used_n >= hard_n,
+            }
+        )
+    return rows
+
+
+@read_access
+def quota_list(request: HttpRequest) -> HttpResponse:
+    namespace = request.GET.get("namespace", "").strip()
+    quotas = ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used")
+    if namespace:
+        quotas = quotas.filter(namespace=namespace)
+    page = paginate(request, quotas)
+    rows = [(quota, quota_rows(quota)) for quota in page.object_list]
+    context = {
+        "page_obj": page,
+        "rows": rows,
+        "params": {"namespace": namespace},
+        "namespaces": list(
+            ResourceQuota.objects.order_by("namespace")
+            .values_list("namespace", flat=True)
+            .distinct()
+        ),
+    }
+    return render_page(
+        request,
+        template="claims/quota_list.html",
+        context=context,
+        fragments={"table": "claims/_quota_table.html"},
+        live=["quotas"],
+    )

@@ -1,0 +1,369 @@
+"""Pages of the dashboard app (overview, sync status, what-if) and the helpers every page uses.
+
+Every page is a plain view that renders a full template, or one of its `_fragment.html`
+templates when asked with `?fragment=<name>`: the live layer re-fetches fragments through the
+same view, so permissions, filters and rendering have one code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from functools import wraps
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+PAGE_SIZE = 50
+
+View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+def read_access(view: View) -> View:
+    """Signed-in users only, unless settings.PUBLIC_READ opens read-only pages to everyone."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not (settings.PUBLIC_READ or request.user.is_authenticated):
+            return redirect_to_login(request.get_full_path())
+        return view(request, *args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
+def fragment_url(request: HttpRequest, name: str) -> str:
+    """The current URL, filters and page kept, asking for one fragment."""
+    query = request.GET.copy()
+    query["fragment"] = name
+    return f"{request.path}?{query.urlencode()}"
+
+
+def render_page(
+    request: HttpRequest,
+    *,
+    template: str,
+    context: dict[str, Any],
+    fragments: Mapping[str, str] | None = None,
+    live: Iterable[str] = (),
+) -> HttpResponse:
+    """Render `template`, or the fragment named by `?fragment=`; `live` names followed topics."""
+    fragments = fragments or {}
+    context["frag"] = {name: fragment_url(request, name) for name in fragments}
+    context["live_topics"] = list(live)
+    wanted = request.GET.get("fragment")
+    if wanted:
+        if wanted not in fragments:
+            raise Http404(f"page {request.path} has no fragment {wanted!r}")
+        return render(request, fragments[wanted], context)
+    return render(request, template, context)
+
+
+def paginate(request: HttpRequest, items: QuerySet[Any] | list[Any]) -> Page[Any]:
+    """One page of `items`; a bad or out-of-range ?page= shows the nearest page."""
+    return Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
+
+
+def percent(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+CHART_WIDTH = 760
+CHART_HEIGHT = 200
+CHART_PAD = 34
+CHART_COLOURS = ("#2f5bd3", "#7a4fd1", "#12b76a", "#e0702b", "#c62f3a", "#0e9384")
+CHART_MAX_POINTS = 240
+
+
+def utilisation_chart(*, hours: int = 24) -> dict[str, Any]:
+    """Polylines (allocated / total per driver over time) for an inline SVG, from samples."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.models import UtilisationSample
+
+    since = timezone.now() - timedelta(hours=hours)
+    samples = list(
+        UtilisationSample.objects.filter(taken_at__gte=since).values_list(
+            "taken_at", "driver", "allocated", "total"
+        )
+    )
+    plot_w, plot_h = CHART_WIDTH - 2 * CHART_PAD, CHART_HEIGHT - 2 * CHART_PAD
+    chart: dict[str, Any] = {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "pad": CHART_PAD,
+        "right": CHART_WIDTH - CHART_PAD,
+        "bottom": CHART_HEIGHT - CHART_PAD,
+        "series": [],
+        "gridlines": [
+            {"y": round(CHART_PAD + plot_h * (1 - f / 100), 1), "label": f"{f}%"}
+            for f in (0, 25, 50, 75, 100)
+        ],
+        "hours": hours,
+    }
+    if not samples:
+        return chart
+    start = min(s[0] for s in samples)
+    end = max(s[0] for s in samples)
+    span = max((end - start).total_seconds(), 1.0)
+    by_driver: dict[str, list[tuple[float, float]]] = {}
+    for taken_at, driver, allocated, total in samples:
+        x = CHART_PAD + plot_w * (taken_at - start).total_seconds() / span
+        y = CHART_PAD + plot_h * (1 - (allocated / total if total else 0.0))
+        by_driver.setdefault(driver, []).append((round(x, 1), round(y, 1)))
+    for index, (driver, points) in enumerate(sorted(by_driver.items())):
+        step = max(1, len(points) // CHART_MAX_POINTS)
+        kept = points[::step]
+        chart["series"].append(
+            {
+                "driver": driver,
+                "colour": CHART_COLOURS[index % len(CHART_COLOURS)],
+                "points": " ".join(f"{x},{y}" for x, y in kept),
+                "last": samples and kept[-1],
+            }
+        )
+    chart["start"] = start
+    chart["end"] = end
+    return chart
+
+
+def overview_context() -> dict[str, Any]:
+    from django.db.models import Count, Q
+
+    from claims.choices import ClaimState
+    from claims.models import ResourceClaim
+    from inventory.models import Node, Pool, SyncState
+    from inventory.services import class_utilisation, driver_utilisation
+
+    drivers = driver_utilisation()
+    totals = dict.fromkeys(("total", "allocated", "shared", "admin", "tainted", "free"), 0)
+    rows = []
+    for driver, counts in sorted(drivers.items()):
+        for key in totals:
+            totals[key] += counts.get(key, 0)
+        rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
+    nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
+    classes = class_utilisation()
+    for entry in classes["classes"]:
+        if entry["devices"]:
+            entry["segments"] = _segments(entry["devices"])
+    return {
+        "totals": totals,
+        "drivers": rows,
+        "classes": classes,
+        "nodes": nodes,
+        "utilisation": percent(totals["allocated"], totals["total"]),
+        "incomplete_pools": list(
+            Pool.objects.filter(complete=False).order_by("driver", "name")[:10]
+        ),
+        "incomplete_count": Pool.objects.filter(complete=False).count(),
+        "pending_claims": list(
+            ResourceClaim.objects.filter(state=ClaimState.PENDING)
+            .only("pk", "namespace", "name", "device_classes", "diagnosis", "created_at")
+            .order_by("-created_at")[:10]
+        ),
+        "pending_count": ResourceClaim.objects.filter(state=ClaimState.PENDING).count(),
+        "sync_states": list(SyncState.objects.all()),
+        "chart": utilisation_chart(),
+    }
+
+
+def _segments(counts: dict[str, int]) -> list[tuple[str, float]]:
+    from inventory.views import bar_segments
+
+    return bar_segments(counts, counts.get("total", 0))
+
+
+@read_access
+def overview(request: HttpRequest) -> HttpResponse:
+    return render_page(
+        request,
+        template="dashboard/overview.html",
+        context=overview_context(),
+        fragments={"body": "dashboard/_overview_body.html"},
+        live=["overview"],
+    )
+
+
+@read_access
+def sync_status(request: HttpRequest) -> HttpResponse:
+    from django.utils import timezone
+
+    from inventory.models import SkippedObject, SyncState
+
+    kind = request.GET.get("kind", "").strip()
+    text = request.GET.get("q", "").strip()
+    skipped = SkippedObject.objects.all()
+    if kind:
+        skipped = skipped.filter(kind=kind)
+    if text:
+        skipped = skipped.filter(name__icontains=text)
+    context = {
+        "states": list(SyncState.objects.all()),
+        "page_obj": paginate(request, skipped),
+        "params": {"kind": kind, "q": text},
+        "kinds": list(
+            SkippedObject.objects.order_by("kind").values_list("kind", flat=True).distinct()
+        ),
+        "now": timezone.now(),
+    }
+    return render_page(
+        request,
+        template="dashboard/sync_status.html",
+        context=context,
+        fragments={"body": "dashboard/_sync_body.html"},
+        live=["sync"],
+    )
+
+
+class WhatIfInputError(ValueError):
+    """The pasted or uploaded claim cannot be read; the message names the field."""
+
+
+MAX_WHAT_IF_BYTES = 256 * 1024
+
+
+def read_claim_input(
+    *, text: str, upload: Any = None, template: str = ""
+) -> tuple[dict[str, Any], str]:
+    """The claim spec (ResourceClaimSpec) to simulate and where it came from.
+
+    Accepts a ResourceClaim or ResourceClaimTemplate as YAML/JSON (pasted or uploaded), a bare
+    claim spec, or the name `namespace/name` of a stored ResourceClaimTemplate.
+    """
+    import yaml
+
+    from claims.models import ResourceClaimTemplate
+
+    if upload is not None:
+        if upload.size > MAX_WHAT_IF_BYTES:
+            raise WhatIfInputError(f"file: {upload.name} is larger than 256 KiB")
+        try:
+            text = upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise WhatIfInputError(f"file: {upload.name} is not UTF-8 text") from None
+    if not text.strip() and template:
+        namespace, _, name = template.partition("/")
+        row = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
+        if row is None:
+            raise WhatIfInputError(f"template: no ResourceClaimTemplate {template!r}")
+        spec = ((row.obj or {}).get("spec") or {}).get("spec") or {}
+        return dict(spec), f"ResourceClaimTemplate {template}"
+    if not text.strip():
+        raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WhatIfInputError(f"claim: not valid YAML ({exc})") from None
+    if not isinstance(doc, dict):
+        raise WhatIfInputError("claim: expected a mapping (a ResourceClaim object)")
+    kind = doc.get("kind", "")
+    name = ((doc.get("metadata") or {}).get("name")) or "pasted claim"
+    if kind == "ResourceClaimTemplate":
+        spec = (doc.get("spec") or {}).get("spec")
+    elif kind == "ResourceClaim":
+        spec = doc.get("spec")
+    elif not kind and "devices" in doc:
+        spec = doc
+    else:
+        raise WhatIfInputError(
+            f"claim: kind {kind!r} is not a ResourceClaim or ResourceClaimTemplate"
+        )
+    if not isinstance(spec, dict) or not isinstance(spec.get("devices"), dict):
+        raise WhatIfInputError(f"{kind or 'claim'} {name}: spec.devices is missing")
+    return spec, f"{kind or 'claim spec'} {name}"
+
+
+def what_if_engine() -> Callable[..., Any] | None:
+    """claims.services.what_if once that service exists, else None."""
+    try:
+        from claims.services import what_if as engine  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return engine
+
+
+@read_access
+def what_if(request: HttpRequest) -> HttpResponse:
+    from claims.models import ResourceClaimTemplate
+
+    context: dict[str, Any] = {
+        "templates": list(
+            ResourceClaimTemplate.objects.order_by("namespace", "name").values_list(
+                "namespace", "name"
+            )
+        ),
+        "engine_ready": what_if_engine() is not None,
+        "values": {
+            "yaml": request.POST.get("yaml", ""),
+            "template": request.POST.get("template", request.GET.get("template", "")),
+            "count": request.POST.get("count", "1"),
+            "node": request.POST.get("node", ""),
+        },
+        "error": "",
+        "result": None,
+    }
+    if request.method == "POST":
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        context.update(run_what_if(request))
+    return render_page(
+        request,
+        template="dashboard/what_if.html",
+        context=context,
+        fragments={"result": "dashboard/_whatif_result.html"},
+    )
+
+
+def run_what_if(request: HttpRequest) -> dict[str, Any]:
+    """Read the form, call the what-if service, and shape its answer for the templates."""
+    try:
+        spec, source = read_claim_input(
+            text=request.POST.get("yaml", ""),
+            upload=request.FILES.get("file"),
+            template=request.POST.get("template", ""),
+        )
+        count = int(request.POST.get("count") or 1)
+        if not 1 <= count <= 100:
+            raise WhatIfInputError("count: between 1 and 100 copies of the claim")
+    except ValueError as exc:
+        return {"error": str(exc)}
+    engine = what_if_engine()
+    if engine is None:
+        return {"error": "The what-if engine (claims.services.what_if) is not installed yet."}
+    node = request.POST.get("node", "").strip()
+    try:
+        answer = engine(spec, count=count, node=node or None)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    return {"result": shape_what_if(answer), "source": source}
+
+
+def shape_what_if(answer: Any) -> dict[str, Any]:
+    """Turn the service's answer into placements, reasons and pool grids with chosen devices."""
+    from inventory.models import Pool
+    from inventory.views import pool_context
+
+    data = answer if isinstance(answer, dict) else getattr(answer, "__dict__", {})
+    placements = list(data.get("placements") or data.get("nodes") or [])
+    chosen: dict[tuple[str, str], set[str]] = {}
+    first = placements[0] if placements else {}
+    for result in first.get("devices") or first.get("results") or []:
+        chosen.setdefault((result["driver"], result["pool"]), set()).add(result["device"])
+    grids = []
+    for (driver, pool_name), names in sorted(chosen.items()):
+        pool = Pool.objects.filter(driver=driver, name=pool_name).first()
+        if pool is not None:
+            grids.append(pool_context(pool, chosen=names))
+    return {
+        "fits": bool(placements),
+        "placements": placements,
+        "reasons": list(data.get("reasons") or []),
+        "diagnosis": data.get("diagnosis") or data.get("explanation"),
+        "grids": grids,
+    }
