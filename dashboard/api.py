@@ -55,7 +55,9 @@ class StrictOrderingFilter(OrderingFilter):
             ordering = list(self.get_default_ordering(view) or ["pk"])
         else:
             terms = [term.strip() for term in params.split(",")]
-            valid = [name for name, _ in self.get_valid_fields(queryset, view, {"request": request})]
+            valid = [
+                name for name, _ in self.get_valid_fields(queryset, view, {"request": request})
+            ]
             bad = [term for term in terms if term.lstrip("-") not in valid]
             if not terms or bad:
                 raise ValidationError(

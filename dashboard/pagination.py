@@ -37,7 +37,9 @@ class Cursor(CursorPagination):
         try:
             size = int(text)
         except ValueError:
-            raise ValidationError({"limit": [f"must be a positive integer, got {text!r}"]}) from None
+            raise ValidationError(
+                {"limit": [f"must be a positive integer, got {text!r}"]}
+            ) from None
         if size < 1:
             raise ValidationError({"limit": [f"must be a positive integer, got {text!r}"]})
         # Above the maximum the page is clamped, as DRF documents, rather than refused.

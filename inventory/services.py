@@ -87,7 +87,9 @@ def annotate_device_state(devices: QuerySet[Device]) -> QuerySet[Device]:
             output_field=BooleanField(),
         ),
         state=Case(
-            When(Q(allow_multiple_allocations=True, allocated=True), then=Value(DeviceState.SHARED)),
+            When(
+                Q(allow_multiple_allocations=True, allocated=True), then=Value(DeviceState.SHARED)
+            ),
             When(allocated=True, then=Value(DeviceState.ALLOCATED)),
             When(Q(tainted=True) | Q(rule_tainted=True), then=Value(DeviceState.TAINTED)),
             When(admin_access=True, then=Value(DeviceState.ADMIN)),
@@ -150,7 +152,9 @@ def driver_utilisation(drivers: Iterable[str] | None = None) -> dict[str, dict[s
     )
     result: dict[str, dict[str, int]] = {}
     for row in rows:
-        counts = {key: int(row[key]) for key in ("total", "allocated", "shared", "admin", "tainted")}
+        counts = {
+            key: int(row[key]) for key in ("total", "allocated", "shared", "admin", "tainted")
+        }
         counts["free"] = counts["total"] - counts["allocated"] - counts["tainted"]
         result[str(row["driver"])] = counts
     return result

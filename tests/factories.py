@@ -102,7 +102,12 @@ def slice_object(
             {"name": set_name, "counters": {k: {"value": v} for k, v in values.items()}}
             for set_name, values in counters.items()
         ]
-    return {"apiVersion": RESOURCE_V1, "kind": "ResourceSlice", "metadata": _meta(name), "spec": spec}
+    return {
+        "apiVersion": RESOURCE_V1,
+        "kind": "ResourceSlice",
+        "metadata": _meta(name),
+        "spec": spec,
+    }
 
 
 def gpu_slice(
@@ -117,7 +122,9 @@ def gpu_slice(
         )
         for i in range(count)
     ]
-    return slice_object(name, driver=driver, pool=kw.pop("pool", node), node=node, devices=devices, **kw)
+    return slice_object(
+        name, driver=driver, pool=kw.pop("pool", node), node=node, devices=devices, **kw
+    )
 
 
 def allocation_result(
@@ -196,7 +203,12 @@ def template_object(name: str, *, namespace: str = "team-a", device_class: str =
 
 
 def pod_object(
-    name: str, *, namespace: str = "team-a", claim: str = "c", node: str = "", phase: str = "Running"
+    name: str,
+    *,
+    namespace: str = "team-a",
+    claim: str = "c",
+    node: str = "",
+    phase: str = "Running",
 ) -> JSON:
     spec: JSON = {
         "resourceClaims": [{"name": "dev", "resourceClaimName": claim}],

@@ -1,5 +1,19 @@
-"""URL routes of this module (filled as features land)."""
+"""Routes of the claims API, mounted at /api/claims/ (kebab-case plural paths)."""
 
 from django.urls import URLPattern, URLResolver
+from rest_framework.routers import DefaultRouter
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from claims.api import views
+
+app_name = "claims-api"
+
+router = DefaultRouter()
+router.include_format_suffixes = False
+router.register("resource-claims", views.ResourceClaimViewSet)
+router.register("resource-claim-templates", views.ResourceClaimTemplateViewSet)
+router.register("pods", views.PodViewSet)
+router.register("resource-quotas", views.ResourceQuotaViewSet)
+router.register("pod-scheduling-contexts", views.PodSchedulingContextViewSet)
+router.register("allocated-devices", views.AllocatedDeviceViewSet)
+
+urlpatterns: list[URLPattern | URLResolver] = [*router.urls]

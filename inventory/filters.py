@@ -1,0 +1,329 @@
+"""FilterSets of the inventory: one per model, shared by the HTML list pages and the API.
+
+Every parameter is a plain GET value (`?driver=x&state=free&attribute=gpu.example.com/model=h100`)
+and every wrong value is a form error, which the API turns into a 400 naming the parameter.
+The small filter building blocks here are reused by `claims.filters`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db import connection
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Cast
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+
+from inventory.choices import DeviceState, Kind
+from inventory.models import (
+    CounterSet,
+    Device,
+    DeviceClass,
+    DeviceTaintRule,
+    Node,
+    Pool,
+    ResourceClass,
+    ResourceSlice,
+    SkippedObject,
+    SyncState,
+)
+from inventory.services import annotate_device_state, class_driver
+
+# DNS subdomain (driver, class and pool names may be longer paths; this is for class names).
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A device attribute name: an optional DNS domain and a C identifier (resource.k8s.io/v1).
+_ATTRIBUTE = re.compile(
+    r"^(?:(?P<domain>[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?"
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_]{0,31})$"
+)
+_INT = re.compile(r"^[-+]?\d{1,18}$")
+
+
+class StrictBooleanField(forms.Field):
+    """`true`/`false` (also 1/0, yes/no); anything else is an error instead of being ignored."""
+
+    _values = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+    def to_python(self, value: Any) -> bool | None:
+        if value in (None, ""):
+            return None
+        if isinstance(value, bool):
+            return value
+        try:
+            return self._values[str(value).strip().lower()]
+        except KeyError:
+            raise forms.ValidationError(f"expected true or false, got {value!r}") from None
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class BooleanFilter(django_filters.Filter):
+    """A boolean parameter that rejects values other than true/false."""
+
+    field_class = StrictBooleanField
+
+
+class MultipleTextInput(forms.TextInput):
+    """A text box whose parameter may repeat: `?attribute=a=1&attribute=b=2`."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        getlist = getattr(data, "getlist", None)
+        return getlist(name) if getlist else data.get(name)
+
+    def format_value(self, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return value[0] if value else None
+        return super().format_value(value)
+
+
+class AttributeField(forms.Field):
+    """Parses `[domain/]name=value` equality terms into (domain, name, value) triples."""
+
+    widget = MultipleTextInput
+
+    def to_python(self, value: Any) -> list[tuple[str, str, str]]:
+        if value in (None, "", []):
+            return []
+        terms = value if isinstance(value, (list, tuple)) else [value]
+        parsed: list[tuple[str, str, str]] = []
+        for term in terms:
+            key, sep, wanted = str(term).partition("=")
+            match = _ATTRIBUTE.match(key.strip())
+            if not sep or match is None:
+                raise forms.ValidationError(
+                    f"expected [domain/]name=value (e.g. gpu.example.com/model=h100), got {term!r}"
+                )
+            parsed.append((match.group("domain") or "", match.group("name"), wanted))
+        return parsed
+
+
+def attribute_value_q(key: str, wanted: str) -> Q:
+    """Rows whose attributes[key] equals `wanted` in any v1 value type the text can be."""
+    attribute = KeyTransform(key, "attributes")
+    options = [
+        KeyTransform("string", attribute).get_lookup("exact")(
+            KeyTransform("string", attribute), wanted
+        ),
+        KeyTransform("version", attribute).get_lookup("exact")(
+            KeyTransform("version", attribute), wanted
+        ),
+    ]
+    if _INT.match(wanted):
+        options.append(
+            KeyTransform("int", attribute).get_lookup("exact")(
+                KeyTransform("int", attribute), int(wanted)
+            )
+        )
+    if wanted.lower() in ("true", "false"):
+        options.append(
+            KeyTransform("bool", attribute).get_lookup("exact")(
+                KeyTransform("bool", attribute), wanted.lower() == "true"
+            )
+        )
+    condition = Q(options[0])
+    for option in options[1:]:
+        condition |= Q(option)
+    return condition
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string"}})
+class AttributeFilter(django_filters.Filter):
+    """Device attribute equality; an unqualified name also matches in the device's driver domain.
+
+    `gpu.example.com/model=h100` matches the attribute stored as `gpu.example.com/model`, or as
+    `model` on devices of driver gpu.example.com; `model=h100` matches `model`, or
+    `<driver>/model` on each device's own driver. Several terms must all hold.
+    """
+
+    field_class = AttributeField
+
+    def filter(self, qs: QuerySet[Any], value: list[tuple[str, str, str]]) -> QuerySet[Any]:
+        if not value:
+            return qs
+        drivers: list[str] | None = None
+        for domain, name, wanted in value:
+            if domain:
+                condition = attribute_value_q(f"{domain}/{name}", wanted) | (
+                    Q(driver=domain) & attribute_value_q(name, wanted)
+                )
+            else:
+                if drivers is None:
+                    # One query for the drivers present, whatever the number of terms.
+                    drivers = sorted(
+                        Device.objects.order_by().values_list("driver", flat=True).distinct()
+                    )
+                condition = attribute_value_q(name, wanted)
+                for driver in drivers:
+                    condition |= Q(driver=driver) & attribute_value_q(f"{driver}/{name}", wanted)
+            qs = qs.filter(condition)
+        return qs
+
+
+def json_list_contains(field: str, item: str) -> Q:
+    """Rows whose JSON list `field` contains the string `item`, on SQLite and PostgreSQL."""
+    if connection.features.supports_json_field_contains:
+        return Q(**{f"{field}__contains": [item]})
+    # SQLite has no JSON containment: match the quoted item in the stored JSON text. Callers
+    # validate `item` (DNS names), so it holds no quote or LIKE wildcard to escape.
+    return Q(**{f"_text_{field}__contains": f'"{item}"'})
+
+
+def with_json_text(qs: QuerySet[Any], field: str) -> QuerySet[Any]:
+    """Alias the JSON text of `field` for `json_list_contains` on backends without containment."""
+    if connection.features.supports_json_field_contains:
+        return qs
+    return qs.alias(**{f"_text_{field}": Cast(field, TextField())})
+
+
+def dns_name(value: str, *, what: str) -> str:
+    if not _DNS_SUBDOMAIN.match(value) or len(value) > 253:
+        raise forms.ValidationError(f"{what} must be a DNS subdomain, got {value!r}")
+    return value
+
+
+class KubeObjectFilterSet(django_filters.FilterSet):
+    """`name` (exact) and `q` (name contains) on every synced object."""
+
+    name = django_filters.CharFilter()
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+
+
+class NodeFilterSet(KubeObjectFilterSet):
+    ready = BooleanFilter()
+    unschedulable = BooleanFilter()
+
+    class Meta:
+        model = Node
+        fields = ["name", "ready", "unschedulable"]
+
+
+class DeviceClassFilterSet(KubeObjectFilterSet):
+    class Meta:
+        model = DeviceClass
+        fields = ["name"]
+
+
+class ResourceClassFilterSet(KubeObjectFilterSet):
+    driver = django_filters.CharFilter(field_name="driver_name")
+
+    class Meta:
+        model = ResourceClass
+        fields = ["name", "driver"]
+
+
+class PoolFilterSet(django_filters.FilterSet):
+    name = django_filters.CharFilter()
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    driver = django_filters.CharFilter()
+    node = django_filters.CharFilter(field_name="node_name")
+    complete = BooleanFilter()
+
+    class Meta:
+        model = Pool
+        fields = ["name", "driver", "node", "complete"]
+
+
+class ResourceSliceFilterSet(KubeObjectFilterSet):
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter(field_name="pool_name")
+    node = django_filters.CharFilter(field_name="node_name")
+    current = BooleanFilter()
+    classic = BooleanFilter()
+
+    class Meta:
+        model = ResourceSlice
+        fields = ["name", "driver", "pool", "node", "current", "classic"]
+
+
+class DeviceFilterSet(django_filters.FilterSet):
+    """Devices by driver, pool, node, class (approximated by driver), state and attributes.
+
+    `state` needs the columns of `inventory.services.annotate_device_state` on the queryset.
+    """
+
+    name = django_filters.CharFilter()
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter(field_name="pool_name")
+    node = django_filters.CharFilter(field_name="node_name")
+    current = BooleanFilter()
+    tainted = BooleanFilter(field_name="is_tainted")
+    state = django_filters.MultipleChoiceFilter(choices=DeviceState.choices)
+    attribute = AttributeFilter(label="Attribute equals ([domain/]name=value)")
+    device_class = django_filters.CharFilter(
+        method="filter_class", label="DeviceClass (by its driver selector)"
+    )
+
+    class Meta:
+        model = Device
+        fields = ["name", "driver", "pool", "node", "current", "tainted", "state", "attribute"]
+
+    @property
+    def qs(self) -> QuerySet[Any]:
+        if not hasattr(self, "_qs") and "state" not in self.queryset.query.annotations:
+            self.queryset = annotate_device_state(self.queryset)
+        return super().qs
+
+    def filter_class(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        if not value:
+            return qs
+        device_class = DeviceClass.objects.filter(name=value).only("name", "selectors").first()
+        if device_class is None:
+            raise forms.ValidationError({"class": f"DeviceClass {value!r} does not exist"})
+        driver = class_driver(device_class)
+        if driver is None:
+            raise forms.ValidationError(
+                {
+                    "class": f"DeviceClass {value!r} selects devices by CEL other than "
+                    '`device.driver == "..."`; filter by driver or attribute instead'
+                }
+            )
+        return qs.filter(driver=driver)
+
+
+# `class` is a Python keyword: expose the parameter under its Kubernetes word.
+DeviceFilterSet.base_filters["class"] = DeviceFilterSet.base_filters.pop("device_class")
+
+
+class CounterSetFilterSet(django_filters.FilterSet):
+    name = django_filters.CharFilter()
+    driver = django_filters.CharFilter(field_name="pool__driver")
+    pool = django_filters.CharFilter(field_name="pool__name")
+    node = django_filters.CharFilter(field_name="slice__node_name")
+
+    class Meta:
+        model = CounterSet
+        fields = ["name", "driver", "pool", "node"]
+
+
+class DeviceTaintRuleFilterSet(KubeObjectFilterSet):
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter(field_name="pool_name")
+    device = django_filters.CharFilter(field_name="device_name")
+
+    class Meta:
+        model = DeviceTaintRule
+        fields = ["name", "driver", "pool", "device"]
+
+
+class SyncStateFilterSet(django_filters.FilterSet):
+    kind = django_filters.MultipleChoiceFilter(choices=Kind.choices)
+    served = BooleanFilter()
+
+    class Meta:
+        model = SyncState
+        fields = ["kind", "served"]
+
+
+class SkippedObjectFilterSet(django_filters.FilterSet):
+    kind = django_filters.MultipleChoiceFilter(choices=Kind.choices)
+    namespace = django_filters.CharFilter()
+    name = django_filters.CharFilter()
+
+    class Meta:
+        model = SkippedObject
+        fields = ["kind", "namespace", "name"]
