@@ -28,7 +28,37 @@ _CAP: Final = 1 << 62
 
 # Functions whose result can be as large as their largest operand.
 _SIZED_RESULTS: Final = frozenset(
-    ["_[_]", "_?_:_", "_[?_]", "_?._", "orValue", "value", "or", "optional.of", "optional.ofNonZeroValue", "dyn", "string", "bytes", "split", "findAll", "find", "sort", "reverse", "distinct", "slice", "substring", "lowerAscii", "upperAscii", "trim", "charAt", "min", "max", "sum", "first", "last"]
+    [
+        "_[_]",
+        "_?_:_",
+        "_[?_]",
+        "_?._",
+        "orValue",
+        "value",
+        "or",
+        "optional.of",
+        "optional.ofNonZeroValue",
+        "dyn",
+        "string",
+        "bytes",
+        "split",
+        "findAll",
+        "find",
+        "sort",
+        "reverse",
+        "distinct",
+        "slice",
+        "substring",
+        "lowerAscii",
+        "upperAscii",
+        "trim",
+        "charAt",
+        "min",
+        "max",
+        "sum",
+        "first",
+        "last",
+    ]
 )
 
 
