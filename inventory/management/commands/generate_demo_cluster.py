@@ -48,6 +48,9 @@ class Command(BaseCommand):
             else:
                 with open(output, "w", encoding="utf-8") as out:
                     write_objects(out, objects, fmt=format)
+        except BrokenPipeError:
+            # The reader (e.g. `| head`) stopped early: not an error worth a traceback.
+            return
         except (OSError, DemoError) as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(f"generated {len(objects)} objects for {nodes} nodes (seed {seed})")
