@@ -10,7 +10,7 @@ from claims.allocator.allocator import (
     allocate_scenario,
     allocator_from_scenario,
 )
-from claims.allocator.pools import NodeInfo
+from claims.allocator.pools import NodeInfo, SliceCache
 from claims.allocator.selection import SelectorCache
 from claims.allocator.types import (
     ALLOCATION_RESULTS_MAX_SIZE,
@@ -33,6 +33,7 @@ __all__ = [
     "NodeInfo",
     "ScenarioError",
     "SelectorCache",
+    "SliceCache",
     "allocate_scenario",
     "allocator_from_scenario",
 ]

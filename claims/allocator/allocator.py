@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from claims.allocator.counters import CounterSets
-from claims.allocator.pools import NodeInfo, Pool, PoolBuilder, SliceInfo
+from claims.allocator.pools import NodeInfo, Pool, PoolBuilder, SliceCache, SliceInfo
 from claims.allocator.requests import ClaimInfo
 from claims.allocator.search import DONE, DeviceResult, Run
 from claims.allocator.selection import SelectorCache
@@ -40,6 +40,7 @@ class Allocator:
         features: Features | None = None,
         allocated_state: AllocatedState | None = None,
         selector_cache: SelectorCache | None = None,
+        slice_cache: SliceCache | None = None,
         share_id_factory: Callable[[], str] | None = None,
     ) -> None:
         self.features = features or Features()
@@ -54,7 +55,8 @@ class Allocator:
                 raise ScenarioError(f"classes[{index}]: metadata.name is required")
             # Upstream's lister returns the first class with the name.
             self.classes.setdefault(name, device_class)
-        self.slices = [SliceInfo.parse(raw, index=i) for i, raw in enumerate(slices)]
+        parse = slice_cache.parse if slice_cache is not None else SliceInfo.parse
+        self.slices = [parse(raw, index=i) for i, raw in enumerate(slices)]
         self._slices_on_node: dict[str, list[SliceInfo]] = {}
         self._slices_shared: list[SliceInfo] = []
         for info in self.slices:
@@ -316,6 +318,7 @@ def allocate_scenario(
     *,
     share_id_factory: Callable[[], str] | None = None,
     selector_cache: SelectorCache | None = None,
+    slice_cache: SliceCache | None = None,
 ) -> JSON:
     """Run a conformance-format scenario and return the contract output.
 
@@ -329,7 +332,10 @@ def allocate_scenario(
             raise ScenarioError("scenario: expected an object")
         claims = list(scenario.get("claims") or [])
         allocator_or_error = allocator_from_scenario(
-            scenario, share_id_factory=share_id_factory, selector_cache=selector_cache
+            scenario,
+            share_id_factory=share_id_factory,
+            selector_cache=selector_cache,
+            slice_cache=slice_cache,
         )
     except AllocationError as exc:
         allocator_or_error = exc
@@ -355,6 +361,7 @@ def allocator_from_scenario(
     *,
     share_id_factory: Callable[[], str] | None = None,
     selector_cache: SelectorCache | None = None,
+    slice_cache: SliceCache | None = None,
 ) -> Allocator:
     """Build an Allocator from a scenario's features, classes, slices and allocated state."""
     features = Features.from_dict(scenario.get("features"))
@@ -364,5 +371,6 @@ def allocator_from_scenario(
         features=features,
         allocated_state=AllocatedState.from_scenario(scenario, features=features),
         selector_cache=selector_cache,
+        slice_cache=slice_cache,
         share_id_factory=share_id_factory,
     )

@@ -9,7 +9,7 @@ holding devices with binding conditions last, exactly like upstream's experiment
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -155,6 +155,22 @@ def node_matches(
 _EMPTY_MAP: dict[str, Any] = {}
 
 
+_LAZY_DEVICE_FIELDS: dict[str, Callable[[JSON], Any]] = {
+    "attributes": lambda raw: raw.get("attributes") or _EMPTY_MAP,
+    "capacity_raw": lambda raw: raw.get("capacity") or _EMPTY_MAP,
+    "node_name": lambda raw: raw.get("nodeName"),
+    "node_selector_raw": lambda raw: raw.get("nodeSelector"),
+    "all_nodes": lambda raw: bool(raw.get("allNodes")),
+    "taints": lambda raw: raw.get("taints") or [],
+    "binds_to_node": lambda raw: bool(raw.get("bindsToNode")),
+    "binding_conditions": lambda raw: raw.get("bindingConditions") or [],
+    "binding_failure_conditions": lambda raw: raw.get("bindingFailureConditions") or [],
+    "allow_multiple_allocations": lambda raw: raw.get("allowMultipleAllocations"),
+    "consumes_counters_raw": lambda raw: raw.get("consumesCounters") or [],
+    "attribute_lookups": lambda raw: {},
+}
+
+
 class DeviceInfo:
     """One device of a ResourceSlice; values derived from it are computed on first use.
 
@@ -164,6 +180,7 @@ class DeviceInfo:
 
     __slots__ = (
         "_capacity",
+        "_capacity_has_policy",
         "_consumes_counters",
         "_content_key",
         "_node_selector",
@@ -185,29 +202,45 @@ class DeviceInfo:
         "where",
     )
 
+    name: str
+    raw: JSON
+    driver: str
+    where: str
+    attributes: dict[str, Any]
+    capacity_raw: dict[str, Any]
+    node_name: str | None
+    node_selector_raw: JSON | None
+    all_nodes: bool
+    taints: list[JSON]
+    binds_to_node: bool
+    binding_conditions: list[str]
+    binding_failure_conditions: list[str]
+    allow_multiple_allocations: bool | None
+    consumes_counters_raw: list[JSON]
+    attribute_lookups: dict[str, Any]
+
     def __init__(self, raw: JSON, *, driver: str, where: str) -> None:
-        get = raw.get
+        # Only what every pass needs is read here; other slots are filled on first access by
+        # __getattr__, so devices the search never reaches cost almost nothing.
         self.raw = raw
-        self.name: str = raw["name"]
+        self.name = raw["name"]
         self.driver = driver
         self.where = where
-        self.attributes: dict[str, Any] = get("attributes") or _EMPTY_MAP
-        self.capacity_raw: dict[str, Any] = get("capacity") or _EMPTY_MAP
-        self.node_name: str | None = get("nodeName")
-        self.node_selector_raw: JSON | None = get("nodeSelector")
-        self.all_nodes = bool(get("allNodes"))
-        self.taints: list[JSON] = get("taints") or []
-        self.binds_to_node = bool(get("bindsToNode"))
-        self.binding_conditions: list[str] = get("bindingConditions") or []
-        self.binding_failure_conditions: list[str] = get("bindingFailureConditions") or []
-        self.allow_multiple_allocations: bool | None = get("allowMultipleAllocations")
-        self.consumes_counters_raw: list[JSON] = get("consumesCounters") or []
-        # Per attribute name: upstream lookupAttribute's result.
-        self.attribute_lookups: dict[str, Any] = {}
         self._content_key: str | None = None
         self._capacity: dict[str, CapacityInfo] | None = None
+        self._capacity_has_policy: bool | None = None
         self._consumes_counters: list[tuple[str, dict[str, Quantity]]] | None = None
         self._node_selector: NodeSelector | None | bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        read = _LAZY_DEVICE_FIELDS.get(name)
+        if read is None:
+            raise AttributeError(name)
+        value = read(self.raw)
+        if name in ("attributes", "capacity_raw") and not isinstance(value, dict):
+            raise ScenarioError(f"{self.where} ({self.name}): {name.split('_')[0]} must be a map")
+        setattr(self, name, value)
+        return value
 
     @property
     def node_selector(self) -> NodeSelector | None:
@@ -244,10 +277,14 @@ class DeviceInfo:
     @property
     def capacity_has_policy(self) -> bool:
         """True if any capacity has a request policy (then defaults may not match the value)."""
-        return any(
-            isinstance(value, dict) and value.get("requestPolicy") is not None
-            for value in self.capacity_raw.values()
-        )
+        has = self._capacity_has_policy
+        if has is None:
+            has = any(
+                isinstance(value, dict) and value.get("requestPolicy") is not None
+                for value in self.capacity_raw.values()
+            )
+            self._capacity_has_policy = has
+        return has
 
     @property
     def consumes_counters(self) -> list[tuple[str, dict[str, Quantity]]]:
@@ -389,13 +426,33 @@ class SliceInfo:
         )
 
 
+class SliceCache:
+    """Parsed slices by object identity, for allocators built again from the same objects.
+
+    Objects are treated as immutable, as informer objects are: a slice object seen before is not
+    parsed again, and what was derived from its devices (CEL content keys, attribute lookups,
+    parsed quantities) is reused.
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, SliceInfo] = {}
+
+    def parse(self, raw: JSON, *, index: int) -> SliceInfo:
+        """The SliceInfo for this object, parsed on first sight."""
+        info = self._by_id.get(id(raw))
+        if info is None or info.raw is not raw:
+            info = SliceInfo.parse(raw, index=index)
+            self._by_id[id(raw)] = info
+        return info
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
 def _parse_device(raw: Any, *, driver: str, where: str) -> DeviceInfo:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise ScenarioError(f"{where}: expected a device with a name")
-    device = DeviceInfo(raw, driver=driver, where=where)
-    if not isinstance(device.attributes, dict) or not isinstance(device.capacity_raw, dict):
-        raise ScenarioError(f"{where} ({device.name}): attributes and capacity must be maps")
-    return device
+    return DeviceInfo(raw, driver=driver, where=where)
 
 
 @dataclass
@@ -582,6 +639,8 @@ class PoolBuilder:
         for group in (device_slices, not_targeting):
             for info in group:
                 for device in info.devices:
+                    if not device.consumes_counters_raw:
+                        continue
                     for set_name, counters in device.consumes_counters:
                         counter_set = counter_sets.get(set_name)
                         if counter_set is None:

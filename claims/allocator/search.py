@@ -21,11 +21,7 @@ from claims.allocator.constraints import (
 from claims.allocator.counters import CounterSets, CounterTracker
 from claims.allocator.pools import DeviceInfo, NodeInfo, Pool, SliceInfo, node_matches
 from claims.allocator.requests import ClaimInfo, RequestView
-from claims.allocator.selection import (
-    SelectorCache,
-    SelectorCompileError,
-    SelectorRuntimeError,
-)
+from claims.allocator.selection import SelectionFailure, SelectorCache
 from claims.allocator.types import (
     ALLOCATION_RESULTS_MAX_SIZE,
     JSON,
@@ -70,6 +66,9 @@ class RequestData:
     num_devices: int = 0
     selected_sub_index: int = 0
     all_devices: list[Candidate] = field(default_factory=list)
+    class_name: str = ""
+    class_exprs: tuple[str, ...] = ()
+    request_exprs: tuple[str, ...] = ()
 
     @property
     def request_name(self) -> str:
@@ -98,6 +97,15 @@ class DeviceResult:
         if self.parent is not None:
             return f"{self.parent}/{self.request.name}"
         return self.request.name
+
+
+def _expressions(selectors: list[JSON]) -> tuple[str, ...]:
+    return tuple(str((s.get("cel") or {}).get("expression", "")) for s in selectors)
+
+
+def _strip(message: str, prefix: str) -> str:
+    # The CEL layer may already start its message with the kind of error; say it once.
+    return message[len(prefix) :] if message.startswith(prefix) else message
 
 
 def taint_prevents_allocation(device: DeviceInfo, request: RequestView) -> bool:
@@ -258,6 +266,9 @@ class Run:
                 "not found"
             )
         data.device_class = device_class
+        data.class_name = request.class_name
+        data.class_exprs = _expressions((device_class.get("spec") or {}).get("selectors") or [])
+        data.request_exprs = _expressions(request.selectors)
         mode = request.allocation_mode
         if mode == "ExactCount":
             data.num_devices = request.count
@@ -294,41 +305,13 @@ class Run:
         self, key: RequestKey, data: RequestData, info: SliceInfo, device: DeviceInfo
     ) -> bool:
         """Class and request selectors match, and the device serves the node (isSelectable)."""
-        if not self.features.DeviceBindingAndStatus and device.binding_conditions:
+        if device.binding_conditions and not self.features.DeviceBindingAndStatus:
             return False
-        matches = self.selectors.matches
-        if data.device_class is not None:
-            class_name = (data.device_class.get("metadata") or {}).get("name", "")
-            selectors = (data.device_class.get("spec") or {}).get("selectors") or []
-            for index, selector in enumerate(selectors):
-                expression = str((selector.get("cel") or {}).get("expression", ""))
-                try:
-                    if not matches(expression, device):
-                        return False
-                except SelectorCompileError as exc:
-                    raise AllocationError(
-                        f"class {class_name}: selector #{index}: CEL compile error: {exc}"
-                    ) from exc
-                except SelectorRuntimeError as exc:
-                    raise AllocationError(
-                        f"class {class_name}: selector #{index} on device "
-                        f"{info.driver}/{info.pool}/{device.name}: CEL runtime error: {exc}"
-                    ) from exc
-        claim_ref = self.claims[key[0]].ref
-        for index, selector in enumerate(data.request.selectors):
-            expression = str((selector.get("cel") or {}).get("expression", ""))
-            try:
-                if not matches(expression, device):
-                    return False
-            except SelectorCompileError as exc:
-                raise AllocationError(
-                    f"claim {claim_ref}: selector #{index}: CEL compile error: {exc}"
-                ) from exc
-            except SelectorRuntimeError as exc:
-                raise AllocationError(
-                    f"claim {claim_ref}: selector #{index} on device "
-                    f"{info.driver}/{info.pool}/{device.name}: CEL runtime error: {exc}"
-                ) from exc
+        result = self.selectors.select(data.class_exprs, data.request_exprs, device)
+        if result is not True:
+            if result is False:
+                return False
+            self._raise_selection_failure(key, data, info, device, result)
         if info.per_device_node_selection:
             return node_matches(
                 self.node,
@@ -337,6 +320,27 @@ class Run:
                 selector=device.node_selector,
             )
         return True
+
+    def _raise_selection_failure(
+        self,
+        key: RequestKey,
+        data: RequestData,
+        info: SliceInfo,
+        device: DeviceInfo,
+        failure: SelectionFailure,
+    ) -> None:
+        who = f"class {data.class_name}" if failure.from_class else (
+            f"claim {self.claims[key[0]].ref}"
+        )
+        if failure.runtime:
+            raise AllocationError(
+                f"{who}: selector #{failure.index} on device {info.driver}/{info.pool}/"
+                f"{device.name}: CEL runtime error: {_strip(failure.message, 'CEL runtime error: ')}"
+            )
+        raise AllocationError(
+            f"{who}: selector #{failure.index}: CEL compile error: "
+            f"{_strip(failure.message, 'CEL compile error: ')}"
+        )
 
     def capacity_fits(self, request: RequestView, device_id: DeviceID, device: DeviceInfo) -> bool:
         """Upstream CmpRequestOverCapacity; a request for an undefined capacity does not fit."""

@@ -9,7 +9,7 @@ content) result. One cache can be shared by several allocators with the same CEL
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from claims.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector
 from claims.allocator.pools import DeviceInfo
@@ -34,6 +34,7 @@ class SelectorCache:
         self._compiled: dict[str, Any] = {}
         self._results: dict[tuple[str, str], bool | Exception] = {}
         self._inputs: dict[str, DeviceInput] = {}
+        self._combined: dict[tuple[tuple[str, ...], tuple[str, ...], str], Any] = {}
         self.evaluations = 0
         self.lookups = 0
 
@@ -76,5 +77,42 @@ class SelectorCache:
                 result = SelectorRuntimeError(str(exc))
             self._results[key] = result
         if isinstance(result, Exception):
-            raise result
+            raise type(result)(str(result))
         return result
+
+    def select(
+        self, class_exprs: tuple[str, ...], request_exprs: tuple[str, ...], device: DeviceInfo
+    ) -> bool | SelectionFailure:
+        """All class selectors, then all request selectors, in order, stopping at the first no.
+
+        Returns True, False, or the failure of the first selector that raised.
+        """
+        key = (class_exprs, request_exprs, device.content_key)
+        result = self._combined.get(key)
+        if result is None:
+            result = self._select_uncached(class_exprs, request_exprs, device)
+            self._combined[key] = result
+        return result
+
+    def _select_uncached(
+        self, class_exprs: tuple[str, ...], request_exprs: tuple[str, ...], device: DeviceInfo
+    ) -> bool | SelectionFailure:
+        for from_class, expressions in ((True, class_exprs), (False, request_exprs)):
+            for index, expression in enumerate(expressions):
+                try:
+                    if not self.matches(expression, device):
+                        return False
+                except SelectorCompileError as exc:
+                    return SelectionFailure(from_class, index, False, str(exc))
+                except SelectorRuntimeError as exc:
+                    return SelectionFailure(from_class, index, True, str(exc))
+        return True
+
+
+class SelectionFailure(NamedTuple):
+    """Which selector failed and how."""
+
+    from_class: bool
+    index: int
+    runtime: bool
+    message: str
