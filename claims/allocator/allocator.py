@@ -105,7 +105,9 @@ class Allocator:
         # Objects are treated as immutable, like informer objects: the same claim objects asked
         # for node after node are parsed once.
         last_raw, last_parsed = self._last_claims
-        if len(last_raw) == len(claims) and all(a is b for a, b in zip(last_raw, claims)):
+        if len(last_raw) == len(claims) and all(
+            a is b for a, b in zip(last_raw, claims, strict=True)
+        ):
             return last_parsed
         parsed = [
             c if isinstance(c, ClaimInfo) else ClaimInfo.parse(c, index=i)
@@ -183,7 +185,7 @@ def _device_configuration(entry: Mapping[str, Any]) -> JSON:
 
 def _selected_names(run: Run, claim_index: int) -> list[tuple[str, str | None]]:
     """Per request: its name and, for a request with subrequests, request/selected-subrequest."""
-    names = []
+    names: list[tuple[str, str | None]] = []
     for request_index, request in enumerate(run.claims[claim_index].requests):
         data = run.request_data[(claim_index, request_index, 0)]
         if data.parent is not None:
@@ -231,7 +233,11 @@ def _build_config(run: Run, claim_index: int) -> list[JSON]:
         for name, sub_name in names:
             if name in requests or (sub_name is not None and sub_name in requests):
                 config.append(
-                    {"source": "FromClaim", "requests": list(requests), **_device_configuration(entry)}
+                    {
+                        "source": "FromClaim",
+                        "requests": list(requests),
+                        **_device_configuration(entry),
+                    }
                 )
                 break
 
@@ -272,9 +278,7 @@ def _node_selector(results: list[DeviceResult], node_name: str) -> JSON | None:
             continue
         terms = selector.get("nodeSelectorTerms") or []
         if len(terms) > 1:
-            raise AllocationError(
-                f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms"
-            )
+            raise AllocationError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
         if len(terms) == 1:
             _add_requirements(terms[0].get("matchFields") or [], match_fields)
             _add_requirements(terms[0].get("matchExpressions") or [], match_expressions)

@@ -74,7 +74,9 @@ def violates_policy(value: Quantity, cap: CapacityInfo) -> bool:
         if cap.range_max is not None and value > cap.range_max:
             return True
         if cap.range_step is not None and cap.range_min is not None:
-            _, mod = _go_div_mod(value.value_int() - cap.range_min.value_int(), cap.range_step.value_int())
+            _, mod = _go_div_mod(
+                value.value_int() - cap.range_min.value_int(), cap.range_step.value_int()
+            )
             if mod != 0:
                 return True
         return False

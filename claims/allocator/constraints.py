@@ -7,7 +7,7 @@ is paired with exactly one `remove` with the same arguments when the search back
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from claims.allocator.pools import DeviceInfo
 
@@ -23,7 +23,7 @@ def lookup_attribute(device: DeviceInfo, name: str) -> dict[str, Any] | None:
     """The attribute by fully qualified name, or by its short name if the domain is the driver."""
     cached = device.attribute_lookups.get(name, _MISSING)
     if cached is not _MISSING:
-        return cached  # type: ignore[return-value]
+        return cast("dict[str, Any] | None", cached)
     attributes = device.attributes
     found = attributes.get(name)
     if found is None and "/" in name:

@@ -30,7 +30,7 @@ from claims.allocator.constraints import (
     attribute_as_set,
     lookup_attribute,
 )
-from claims.allocator.counters import CounterSets, CounterTracker
+from claims.allocator.counters import CounterTracker
 from claims.allocator.pools import DeviceInfo, NodeInfo, node_matches
 from claims.allocator.requests import ClaimInfo
 from claims.allocator.search import RequestData, Run, taint_prevents_allocation
@@ -74,9 +74,7 @@ class RequestReport:
         return asdict(self)
 
 
-def _selectors_match(
-    cache: SelectorCache, selectors: Sequence[JSON], device: DeviceInfo
-) -> bool:
+def _selectors_match(cache: SelectorCache, selectors: Sequence[JSON], device: DeviceInfo) -> bool:
     for selector in selectors:
         expression = str((selector.get("cel") or {}).get("expression", ""))
         try:
@@ -171,9 +169,7 @@ def _funnel(run: Run, key: tuple[int, int, int], data: RequestData) -> RequestRe
     for stage in STAGES:
         if counts[stage] < wanted:
             report.blocking_stage = stage
-            report.message = (
-                f"needs {wanted} device(s), only {counts[stage]} left after {stage}"
-            )
+            report.message = f"needs {wanted} device(s), only {counts[stage]} left after {stage}"
             break
     else:
         report.message = (

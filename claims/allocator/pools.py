@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from claims.allocator.quantity import Quantity
 from claims.allocator.types import (
     JSON,
     AllocationError,
@@ -21,7 +22,6 @@ from claims.allocator.types import (
     ScenarioError,
     parse_quantity,
 )
-from claims.allocator.quantity import Quantity
 
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
@@ -79,23 +79,30 @@ class NodeSelector:
                 if op not in _LABEL_OPERATORS:
                     errors.append(f"{where}.operator: Unsupported value: {op!r}")
                 elif op in ("In", "NotIn") and not values:
-                    errors.append(f"{where}.values: for 'in', 'notin' operators, values set can't be empty")
+                    errors.append(
+                        f"{where}.values: for 'in', 'notin' operators, values set can't be empty"
+                    )
                 elif op in ("Exists", "DoesNotExist") and values:
-                    errors.append(f"{where}.values: values set must be empty for exists and does not exist")
+                    errors.append(
+                        f"{where}.values: values set must be empty for exists and does not exist"
+                    )
                 elif op in ("Gt", "Lt") and (len(values) != 1 or _parse_int(values[0]) is None):
-                    errors.append(f"{where}.values: for 'Gt', 'Lt' operators, exactly one integer value is required")
+                    errors.append(
+                        f"{where}.values: for 'Gt', 'Lt' operators, exactly one integer value "
+                        "is required"
+                    )
                 else:
                     labels.append((key, op, values))
             for index, req in enumerate(match_fields):
                 op = req.get("operator", "")
-                values = list(req.get("values") or [])
+                field_values = list(req.get("values") or [])
                 where = f"{path}.matchFields[{index}]"
                 if op not in ("In", "NotIn"):
                     errors.append(f"{where}.operator: Unsupported value: {op!r}")
-                elif len(values) != 1:
+                elif len(field_values) != 1:
                     errors.append(f"{where}.values: must have one element")
                 else:
-                    field_reqs.append((req.get("key", ""), op, values[0]))
+                    field_reqs.append((req.get("key", ""), op, field_values[0]))
             self.terms.append((labels, field_reqs))
         if errors:
             self.error = "; ".join(errors)
@@ -327,7 +334,9 @@ class CapacityInfo:
         if policy is not None:
             info.has_policy = True
             if policy.get("default") is not None:
-                info.default = parse_quantity(policy["default"], where=f"{where}.requestPolicy.default")
+                info.default = parse_quantity(
+                    policy["default"], where=f"{where}.requestPolicy.default"
+                )
             if policy.get("validValues") is not None:
                 info.valid_values = [
                     parse_quantity(v, where=f"{where}.requestPolicy.validValues")
@@ -409,7 +418,9 @@ class SliceInfo:
             generation = int(pool.get("generation") or 0)
             count = int(pool.get("resourceSliceCount") or 0)
         except (TypeError, ValueError) as exc:
-            raise ScenarioError(f"{where}: spec.pool generation and resourceSliceCount must be integers") from exc
+            raise ScenarioError(
+                f"{where}: spec.pool generation and resourceSliceCount must be integers"
+            ) from exc
         return cls(
             name=name,
             raw=raw,

@@ -329,16 +329,19 @@ class Run:
         device: DeviceInfo,
         failure: SelectionFailure,
     ) -> None:
-        who = f"class {data.class_name}" if failure.from_class else (
-            f"claim {self.claims[key[0]].ref}"
+        who = (
+            f"class {data.class_name}"
+            if failure.from_class
+            else (f"claim {self.claims[key[0]].ref}")
         )
         if failure.runtime:
             raise AllocationError(
-                f"{who}: selector #{failure.index} on device {info.driver}/{info.pool}/"
-                f"{device.name}: CEL runtime error: {_strip(failure.message, 'CEL runtime error: ')}"
+                f"{who}: selector #{failure.selector_index} on device {info.driver}/{info.pool}/"
+                f"{device.name}: CEL runtime error: "
+                f"{_strip(failure.message, 'CEL runtime error: ')}"
             )
         raise AllocationError(
-            f"{who}: selector #{failure.index}: CEL compile error: "
+            f"{who}: selector #{failure.selector_index}: CEL compile error: "
             f"{_strip(failure.message, 'CEL compile error: ')}"
         )
 
@@ -448,9 +451,7 @@ class Run:
                 info = slices[slice_index]
                 devices = info.devices
                 first = (
-                    start_device
-                    if pool_index == start_pool and slice_index == start_slice
-                    else 0
+                    start_device if pool_index == start_pool and slice_index == start_slice else 0
                 )
                 for dev_index in range(first, len(devices)):
                     device = devices[dev_index]

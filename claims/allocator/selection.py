@@ -113,6 +113,6 @@ class SelectionFailure(NamedTuple):
     """Which selector failed and how."""
 
     from_class: bool
-    index: int
+    selector_index: int
     runtime: bool
     message: str

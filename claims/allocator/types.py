@@ -97,7 +97,7 @@ def add_capacity(target: ConsumedCapacity, added: Mapping[str, Quantity]) -> Non
 
 
 def sub_capacity(target: ConsumedCapacity, subtracted: Mapping[str, Quantity]) -> None:
-    """Subtract entries of `subtracted` that exist in `target`; others are ignored (upstream Sub)."""
+    """Subtract the entries of `subtracted` that exist in `target` (upstream Sub)."""
     for name, quantity in subtracted.items():
         current = target.get(name)
         if current is not None:
@@ -126,9 +126,7 @@ class AllocatedState:
             return True
         return any(shared[:3] == device_id for shared in self.allocated_shared_device_ids)
 
-    def add_allocated_claims(
-        self, claims: Iterable[JSON], *, consumable_capacity: bool
-    ) -> None:
+    def add_allocated_claims(self, claims: Iterable[JSON], *, consumable_capacity: bool) -> None:
         """Count the results of allocated claims as the scheduler does.
 
         Results with adminAccess hold no device. With ConsumableCapacity, a result with a shareID is
@@ -157,7 +155,9 @@ class AllocatedState:
                         self.insert_capacity(
                             device_id,
                             {
-                                name: parse_quantity(value, where=f"{where} consumedCapacity.{name}")
+                                name: parse_quantity(
+                                    value, where=f"{where} consumedCapacity.{name}"
+                                )
                                 for name, value in consumed.items()
                             },
                         )

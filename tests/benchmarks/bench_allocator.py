@@ -146,7 +146,9 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     print(f"CEL evaluations per second, uncached: {len(inputs) / elapsed:,.0f}")
     lookups = cache.lookups
-    print(f"selector cache: {len(cache._combined)} combined entries, {lookups} per-expression lookups")
+    print(
+        f"selector cache: {len(cache._combined)} combined entries, {lookups} per-expression lookups"
+    )
 
 
 if __name__ == "__main__":
