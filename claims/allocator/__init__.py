@@ -10,7 +10,8 @@ from claims.allocator.allocator import (
     allocate_scenario,
     allocator_from_scenario,
 )
-from claims.allocator.pools import NodeInfo, SliceCache
+from claims.allocator.nodeselection import NodeInfo
+from claims.allocator.pools import SliceCache
 from claims.allocator.selection import SelectorCache
 from claims.allocator.types import (
     ALLOCATION_RESULTS_MAX_SIZE,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from claims.allocator.counters import CounterSets
-from claims.allocator.pools import NodeInfo, Pool, PoolBuilder, SliceCache, SliceInfo
+from claims.allocator.nodeselection import NodeInfo
+from claims.allocator.pools import Pool, PoolBuilder, SliceCache, SliceInfo
 from claims.allocator.requests import ClaimInfo
 from claims.allocator.search import DONE, DeviceResult, Run
 from claims.allocator.selection import SelectorCache

@@ -31,7 +31,8 @@ from claims.allocator.constraints import (
     lookup_attribute,
 )
 from claims.allocator.counters import CounterTracker
-from claims.allocator.pools import DeviceInfo, NodeInfo, node_matches
+from claims.allocator.nodeselection import NodeInfo, node_matches
+from claims.allocator.pools import DeviceInfo
 from claims.allocator.requests import ClaimInfo
 from claims.allocator.search import RequestData, Run, taint_prevents_allocation
 from claims.allocator.selection import SelectorCache, SelectorCompileError, SelectorRuntimeError

@@ -19,7 +19,8 @@ from claims.allocator.constraints import (
     MatchAttributeConstraint,
 )
 from claims.allocator.counters import CounterSets, CounterTracker
-from claims.allocator.pools import DeviceInfo, NodeInfo, Pool, SliceInfo, node_matches
+from claims.allocator.nodeselection import NodeInfo, node_matches
+from claims.allocator.pools import DeviceInfo, Pool, SliceInfo
 from claims.allocator.requests import ClaimInfo, RequestView
 from claims.allocator.selection import SelectionFailure, SelectorCache
 from claims.allocator.types import (
