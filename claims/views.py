@@ -6,11 +6,16 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from claims.choices import ClaimState
+from claims.filters import (
+    ResourceClaimFilterSet,
+    ResourceClaimTemplateFilterSet,
+    ResourceQuotaFilterSet,
+)
 from claims.models import (
     AllocatedDevice,
     Pod,
@@ -18,7 +23,7 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from dashboard.views import paginate, percent, read_access, render_page
+from dashboard.views import apply_filters, paginate, percent, read_access, render_page
 from inventory.models import Device
 
 # Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
@@ -31,35 +36,12 @@ def _namespaces() -> list[str]:
     )
 
 
-def filter_claims(
-    params: dict[str, str], claims: QuerySet[ResourceClaim]
-) -> QuerySet[ResourceClaim]:
-    """Apply the claim list's URL filters: namespace, state, node, device class, free text."""
-    if params.get("namespace"):
-        claims = claims.filter(namespace=params["namespace"])
-    if params.get("state"):
-        claims = claims.filter(state=params["state"])
-    if params.get("node"):
-        claims = claims.filter(node_name=params["node"])
-    if params.get("device_class"):
-        claims = claims.filter(device_classes__icontains=f'"{params["device_class"]}"')
-    if params.get("q"):
-        text = params["q"]
-        claims = claims.filter(
-            Q(name__icontains=text) | Q(namespace__icontains=text) | Q(owner_pod__icontains=text)
-        )
-    return claims
-
-
 @read_access
 def claim_list(request: HttpRequest) -> HttpResponse:
-    params = {
-        key: request.GET.get(key, "").strip()
-        for key in ("namespace", "state", "node", "device_class", "q")
-    }
-    claims = filter_claims(params, ResourceClaim.objects.all()).annotate(
-        reservation_count=Count("reservations")
+    claims, params, errors = apply_filters(
+        request, ResourceClaimFilterSet, ResourceClaim.objects.order_by("namespace", "name")
     )
+    claims = claims.annotate(reservation_count=Count("reservations"))
     page = paginate(
         request,
         claims.only(
@@ -77,15 +59,19 @@ def claim_list(request: HttpRequest) -> HttpResponse:
             "created_at",
         ),
     )
+    # Tab counts: the same filters without the state one.
+    others = request.GET.copy()
+    others.pop("state", None)
     by_state = dict(
-        filter_claims({**params, "state": ""}, ResourceClaim.objects.all())
-        .values_list("state")
+        ResourceClaimFilterSet(others, queryset=ResourceClaim.objects.all())
+        .qs.values_list("state")
         .annotate(n=Count("pk"))
         .values_list("state", "n")
     )
     context: dict[str, Any] = {
         "page_obj": page,
         "params": params,
+        "errors": errors,
         "namespaces": _namespaces(),
         "states": ClaimState.choices,
         "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
@@ -149,15 +135,13 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 
 @read_access
 def template_list(request: HttpRequest) -> HttpResponse:
-    namespace = request.GET.get("namespace", "").strip()
-    text = request.GET.get("q", "").strip()
-    templates = ResourceClaimTemplate.objects.only(
-        "pk", "namespace", "name", "device_classes", "created_at", "obj"
+    templates, params, errors = apply_filters(
+        request,
+        ResourceClaimTemplateFilterSet,
+        ResourceClaimTemplate.objects.only(
+            "pk", "namespace", "name", "device_classes", "created_at", "obj"
+        ),
     )
-    if namespace:
-        templates = templates.filter(namespace=namespace)
-    if text:
-        templates = templates.filter(Q(name__icontains=text) | Q(namespace__icontains=text))
     page = paginate(request, templates)
     claims_from = defaultdict(int)
     names = [t.name for t in page.object_list]
@@ -172,7 +156,8 @@ def template_list(request: HttpRequest) -> HttpResponse:
     context = {
         "page_obj": page,
         "rows": rows,
-        "params": {"namespace": namespace, "q": text},
+        "params": params,
+        "errors": errors,
         "namespaces": list(
             ResourceClaimTemplate.objects.order_by("namespace")
             .values_list("namespace", flat=True)
@@ -214,16 +199,18 @@ def quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
 
 @read_access
 def quota_list(request: HttpRequest) -> HttpResponse:
-    namespace = request.GET.get("namespace", "").strip()
-    quotas = ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used")
-    if namespace:
-        quotas = quotas.filter(namespace=namespace)
+    quotas, params, errors = apply_filters(
+        request,
+        ResourceQuotaFilterSet,
+        ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
+    )
     page = paginate(request, quotas)
     rows = [(quota, quota_rows(quota)) for quota in page.object_list]
     context = {
         "page_obj": page,
         "rows": rows,
-        "params": {"namespace": namespace},
+        "params": params,
+        "errors": errors,
         "namespaces": list(
             ResourceQuota.objects.order_by("namespace")
             .values_list("namespace", flat=True)

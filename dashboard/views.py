@@ -67,6 +67,26 @@ def paginate(request: HttpRequest, items: QuerySet[Any] | list[Any]) -> Page[Any
     return Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
 
 
+def apply_filters(
+    request: HttpRequest, filterset_class: type[Any], queryset: QuerySet[Any]
+) -> tuple[QuerySet[Any], dict[str, str], list[str]]:
+    """Filter `queryset` with the shared FilterSet; bad parameters show errors and no rows.
+
+    Returns the rows, the raw parameter values for the form, and error messages that name
+    the parameter.
+    """
+    filterset = filterset_class(request.GET, queryset=queryset, request=request)
+    params = {name: request.GET.get(name, "").strip() for name in filterset.filters}
+    if not filterset.is_valid():
+        errors = [
+            f"{field}: {message}"
+            for field, messages in filterset.errors.items()
+            for message in messages
+        ]
+        return queryset.none(), params, errors
+    return filterset.qs, params, []
+
+
 def percent(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
 

@@ -10,14 +10,15 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from claims.allocator.pools import NodeInfo, NodeSelector
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
-from dashboard.views import paginate, percent, read_access, render_page
+from dashboard.views import apply_filters, paginate, percent, read_access, render_page
 from inventory.choices import DeviceState
+from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, DeviceTaintRule, Node, Pool, ResourceSlice
 from inventory.services import (
     HELD_STATES,
@@ -49,27 +50,10 @@ def bar_segments(counts: dict[str, int], total: int) -> list[tuple[str, float]]:
     return [(name, percent(n, total)) for name, n in parts if n > 0]
 
 
-def _pool_filters(request: HttpRequest) -> dict[str, str]:
-    return {key: request.GET.get(key, "").strip() for key in ("driver", "node", "complete", "q")}
-
-
-def filter_pools(params: dict[str, str], pools: QuerySet[Pool]) -> QuerySet[Pool]:
-    """Apply the pool list's URL filters: driver, node, completeness, free text."""
-    if params.get("driver"):
-        pools = pools.filter(driver=params["driver"])
-    if params.get("node"):
-        pools = pools.filter(node_name=params["node"])
-    if params.get("complete") in ("yes", "no"):
-        pools = pools.filter(complete=params["complete"] == "yes")
-    if params.get("q"):
-        pools = pools.filter(Q(name__icontains=params["q"]) | Q(driver__icontains=params["q"]))
-    return pools
-
-
 @read_access
 def pool_list(request: HttpRequest) -> HttpResponse:
-    params = _pool_filters(request)
-    page = paginate(request, pool_utilisation(filter_pools(params, Pool.objects.all())))
+    pools, params, errors = apply_filters(request, PoolFilterSet, Pool.objects.all())
+    page = paginate(request, pool_utilisation(pools))
     rows = []
     for pool in page.object_list:
         counts = {
@@ -83,6 +67,7 @@ def pool_list(request: HttpRequest) -> HttpResponse:
         "page_obj": page,
         "rows": rows,
         "params": params,
+        "errors": errors,
         "drivers": list(
             Pool.objects.order_by("driver").values_list("driver", flat=True).distinct()
         ),
@@ -270,12 +255,10 @@ def reachable_counts(nodes: list[Node]) -> dict[str, dict[str, int]]:
 
 @read_access
 def node_list(request: HttpRequest) -> HttpResponse:
-    params = {key: request.GET.get(key, "").strip() for key in ("q", "ready", "label")}
-    nodes = Node.objects.only("pk", "name", "ready", "unschedulable", "labels")
-    if params["q"]:
-        nodes = nodes.filter(name__icontains=params["q"])
-    if params["ready"] in ("yes", "no"):
-        nodes = nodes.filter(ready=params["ready"] == "yes")
+    nodes, params, errors = apply_filters(
+        request, NodeFilterSet, Node.objects.only("pk", "name", "ready", "unschedulable", "labels")
+    )
+    params["label"] = request.GET.get("label", "").strip()
     if params["label"]:
         key, _, value = params["label"].partition("=")
         nodes = (
@@ -295,7 +278,7 @@ def node_list(request: HttpRequest) -> HttpResponse:
     return render_page(
         request,
         template="inventory/node_list.html",
-        context={"page_obj": page, "rows": rows, "params": params},
+        context={"page_obj": page, "rows": rows, "params": params, "errors": errors},
         fragments={"table": "inventory/_node_table.html"},
         live=["nodes", "devices", "claims"],
     )

@@ -1,0 +1,158 @@
+"""Every page renders from the demo cluster, needs sign-in, keeps its filters, and scales."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from claims.choices import ClaimState
+from claims.models import AllocatedDevice, ResourceClaim
+from inventory.models import Device, Node, Pool
+from inventory.services import annotate_device_state
+from tests.ui.demo import load_demo
+
+LIST_PAGES = ["overview", "pool-list", "node-list", "claim-list", "template-list", "quota-list"]
+
+
+def detail_urls() -> list[str]:
+    """One detail URL of each kind, picked from what the demo put in the database."""
+    pool = Pool.objects.filter(counter_sets__isnull=False).first() or Pool.objects.first()
+    device = Device.objects.first()
+    node = Node.objects.first()
+    claim = ResourceClaim.objects.filter(state=ClaimState.RESERVED).first()
+    assert pool and device and node and claim
+    return [
+        reverse("pool-detail", args=[pool.pk]),
+        reverse("device-detail", args=[device.pk]),
+        reverse("node-detail", args=[node.name]),
+        reverse("claim-detail", args=[claim.namespace, claim.name]),
+    ]
+
+
+def test_every_page_renders_for_a_signed_in_viewer(demo, viewer_client: Client) -> None:
+    """Each list, detail and tool page answers 200 with the demo cluster loaded."""
+    urls = [reverse(name) for name in [*LIST_PAGES, "sync-status", "what-if"]] + detail_urls()
+    for url in urls:
+        response = viewer_client.get(url)
+        assert response.status_code == 200, url
+        assert b"DRA Dashboard" in response.content
+
+
+def test_anonymous_visitors_are_sent_to_sign_in(demo, client: Client) -> None:
+    """Without PUBLIC_READ an anonymous request is redirected to the login page."""
+    for url in [reverse(name) for name in LIST_PAGES] + detail_urls():
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_public_read_opens_pages_but_not_what_if_runs(demo, client: Client, settings) -> None:
+    """PUBLIC_READ lets anonymous users read pages; running a what-if still needs sign-in."""
+    settings.PUBLIC_READ = True
+    for url in [reverse(name) for name in LIST_PAGES]:
+        assert client.get(url).status_code == 200, url
+    response = client.post(reverse("what-if"), {"yaml": "kind: ResourceClaim"})
+    assert response.status_code == 302
+
+
+def test_login_page_signs_in(db, client: Client, viewer_user) -> None:
+    """The login template posts credentials and lands on the overview."""
+    page = client.get("/accounts/login/")
+    assert page.status_code == 200 and b'name="password"' in page.content
+    response = client.post(
+        "/accounts/login/", {"username": "viewer", "password": "viewer-password", "next": "/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/"
+
+
+def test_fragments_render_through_the_page_view(demo, viewer_client: Client) -> None:
+    """`?fragment=` returns just the fragment, with the same filters applied."""
+    response = viewer_client.get(reverse("claim-list"), {"state": "pending", "fragment": "table"})
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<div id="claim-table"')
+    assert "<html" not in body
+    assert "fragment=table" in body and "state=pending" in body
+    assert viewer_client.get(reverse("claim-list"), {"fragment": "nope"}).status_code == 404
+
+
+def test_claim_filters_come_from_the_url(demo, viewer_client: Client) -> None:
+    """Filtering by state lists exactly the claims in that state, by name."""
+    response = viewer_client.get(reverse("claim-list"), {"state": "pending"})
+    shown = {claim.pk for claim in response.context["page_obj"].object_list}
+    expected = set(
+        ResourceClaim.objects.filter(state="pending")
+        .order_by("namespace", "name")
+        .values_list("pk", flat=True)[:50]
+    )
+    assert shown == expected and shown
+
+
+def test_bad_filter_values_are_reported_not_crashed(demo, viewer_client: Client) -> None:
+    """A wrong parameter value shows an error naming the parameter and lists nothing."""
+    response = viewer_client.get(reverse("pool-list"), {"complete": "maybe"})
+    assert response.status_code == 200
+    assert response.context["errors"] and response.context["errors"][0].startswith("complete:")
+    assert not response.context["page_obj"].object_list
+
+
+def test_pool_grid_shows_each_device_state(demo, viewer_client: Client) -> None:
+    """The pool page colours each current device by the state the services compute."""
+    held = AllocatedDevice.objects.values_list("driver", "pool").first()
+    pool = Pool.objects.get(driver=held[0], name=held[1])
+    response = viewer_client.get(reverse("pool-detail", args=[pool.pk]))
+    states = {cell["device"].name: cell["state"] for cell in response.context["grid"]}
+    expected = dict(
+        annotate_device_state(pool.devices.filter(current=True)).values_list("name", "state")
+    )
+    assert states == expected
+    assert "allocated" in states.values() or "shared" in states.values()
+    for name, state in expected.items():
+        assert f'data-device="{name}" data-state="{state}"' in response.content.decode()
+
+
+def test_node_list_counts_reachable_and_free_devices(demo, viewer_client: Client) -> None:
+    """Free device counts per node match the device states of the node's local devices plus
+    the devices reachable from every node."""
+    response = viewer_client.get(reverse("node-list"))
+    devices = annotate_device_state(Device.objects.filter(current=True))
+    for node, counts, _claims in response.context["rows"]:
+        local = devices.filter(node_name=node.name)
+        assert counts["local"] == local.count()
+        assert counts["reachable"] >= counts["local"]
+        local_free = local.filter(state__in=("free", "admin")).count()
+        assert counts["free"] >= local_free
+        assert counts["free"] <= counts["reachable"]
+
+
+def test_quota_page_shows_device_class_lines(demo, viewer_client: Client) -> None:
+    """Every device-class quota key of the demo quotas appears with used and hard values."""
+    response = viewer_client.get(reverse("quota-list"))
+    lines = [line for _quota, rows in response.context["rows"] for line in rows]
+    assert lines
+    for line in lines:
+        assert line["key"].endswith(".deviceclass.resource.k8s.io/devices")
+        assert 0 <= line["percent"] <= 100
+
+
+def _queries(client: Client, url: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url).status_code == 200
+    return len(ctx.captured_queries)
+
+
+@pytest.mark.parametrize("name", LIST_PAGES)
+def test_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) -> None:
+    """A list page makes as many queries for 20 nodes as for 5: no query per row."""
+    client = Client()
+    client.force_login(viewer_user)
+    load_demo(nodes=5, seed=3)
+    small = _queries(client, reverse(name))
+    load_demo(nodes=20, seed=4)
+    assert Node.objects.count() >= 20
+    large = _queries(client, reverse(name))
+    assert large == small
+    assert large <= 16
