@@ -22,7 +22,7 @@ def gpu_devices(count: int, **attrs: Any) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def cluster(db) -> dict[str, Any]:
+def cluster(db) -> dict[tuple[str, str], Any]:
     """Two nodes, GPU, partitionable (MIG) and shared (NIC) pools, claims holding some devices.
 
     By construction: pool node-a (gpu) has gpu-0, gpu-1 allocated, gpu-2 tainted by a rule,
@@ -151,7 +151,7 @@ def cluster(db) -> dict[str, Any]:
         f.resource_class_object("classic-gpu", driver="classic.example.com"),
         f.scheduling_context_object("pending-pod", namespace="team-b", node="node-a"),
     )
-    return {obj["metadata"]["name"]: obj for obj in objects}
+    return {(obj["kind"], obj["metadata"]["name"]): obj for obj in objects}
 
 
 def results(response: Any) -> list[dict[str, Any]]:
@@ -173,3 +173,22 @@ def token_api(viewer_user) -> APIClient:
     token = Token.objects.create(user=viewer_user)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
+
+
+@pytest.fixture
+def sync_rows(db) -> None:
+    """Two SyncState rows and one object the sync skipped (through the real write path)."""
+    from inventory.choices import Kind
+    from inventory.models import SyncState
+    from inventory.sync import upsert_events
+
+    SyncState.objects.create(kind=Kind.RESOURCE_SLICE, served_version="v1", object_count=4)
+    SyncState.objects.create(kind=Kind.NODE, served_version="v1", object_count=2)
+    broken = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "broken", "uid": "broken-uid"},
+        "spec": {"driver": 5, "pool": "not-a-mapping"},
+    }
+    result = upsert_events(Kind.RESOURCE_SLICE, [(broken, None)], publish=False)
+    assert result.skipped
