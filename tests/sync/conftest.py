@@ -54,9 +54,7 @@ class Watchers:
         self.client_factory = client_factory
         self.threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
 
-    def start(
-        self, *kinds: str, options: WatchOptions = FAST, identity: str | None = None
-    ) -> None:
+    def start(self, *kinds: str, options: WatchOptions = FAST, identity: str | None = None) -> None:
         for kind in kinds:
             stop = threading.Event()
             thread = threading.Thread(

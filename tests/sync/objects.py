@@ -56,9 +56,7 @@ def resource_claim(namespace: str, name: str, *, device_class_name: str = "gpu")
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "devices": {
-                "requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": device_class_name}}
-                ]
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class_name}}]
             }
         },
     }

@@ -139,10 +139,14 @@ def batch_events(
         return done
 
     while True:
-        if pending.events:
-            timeout = max(first_at + max_delay - clock(), 0.0)
-        else:
+        if stop():
+            if not pending.idle:
+                yield flush()
+            return
+        if pending.idle:
             timeout = idle_every
+        else:
+            timeout = max(first_at + max_delay - clock(), 0.0)
         item = source.next_event(timeout)
         if item is Signal.END:
             if not pending.idle:
@@ -150,8 +154,6 @@ def batch_events(
             return
         if item is Signal.IDLE:
             yield flush() if not pending.idle else Batch(resource_version=committed_version)
-            if stop():
-                return
             continue
         assert isinstance(item, dict)
         event_type = item.get("type")
@@ -167,6 +169,8 @@ def batch_events(
         version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if event_type == "BOOKMARK":
             if isinstance(version, str) and version:
+                if pending.idle:
+                    first_at = clock()
                 pending.resource_version = version
                 pending.bookmarks += 1
             continue
@@ -176,12 +180,10 @@ def batch_events(
         # Real servers send TypeMeta on watch objects; fill it in for those that do not.
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", api_version)
-        if not pending.events:
+        if pending.idle:
             first_at = clock()
         pending.events.append((str(event_type), obj))
         if isinstance(version, str) and version:
             pending.resource_version = version
         if len(pending.events) >= max_events or clock() - first_at >= max_delay:
             yield flush()
-            if stop():
-                return

@@ -121,6 +121,8 @@ class KindWatcher:
             stored = state.claim_kind(self.kind, watcher=self.identity)
         self.cursor = stored.resource_version
         self._stored_version = stored.served_version
+        # A stored cursor is resumed (after discovery confirms the version), not relisted.
+        self.need_list = not self.cursor
         try:
             while not self._should_stop(deadline):
                 try:

@@ -1,0 +1,97 @@
+"""The one-pass inner generator, fed canned events: batching, versions, bookmarks, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from inventory.kube.client import ApiStatusError
+from inventory.kube.watch import CannedSource, batch_events
+
+
+def event(kind: str, name: str, rv: int) -> dict:
+    return {"type": kind, "object": {"metadata": {"name": name, "resourceVersion": str(rv)}}}
+
+
+def run(items: list, **kwargs) -> list:
+    ticks = itertools.count()
+    options = {"kind": "Node", "api_version": "v1", "path": "/api/v1/nodes", "max_delay": 10.0}
+    options.update(kwargs)
+    return list(batch_events(CannedSource(items), clock=lambda: next(ticks) * 0.0, **options))
+
+
+def test_batches_hold_at_most_max_events_and_carry_the_last_version() -> None:
+    """Five events with max_events=2 become batches of 2, 2, 1 with their last versions."""
+    items = [event("ADDED", f"n{i}", 10 + i) for i in range(5)]
+    batches = run(items, max_events=2)
+    assert [len(b.events) for b in batches] == [2, 2, 1]
+    assert [b.resource_version for b in batches] == ["11", "13", "14"]
+
+
+def test_events_get_type_meta_when_missing() -> None:
+    """Objects without kind/apiVersion get the watched kind's."""
+    (batch,) = run([event("MODIFIED", "n1", 5)])
+    _, obj = batch.events[0]
+    assert (obj["kind"], obj["apiVersion"]) == ("Node", "v1")
+
+
+def test_a_quiet_moment_flushes_pending_events() -> None:
+    """An idle tick commits what is pending even below max_events."""
+    batches = run([event("ADDED", "a", 1), None, event("ADDED", "b", 2)], max_events=100)
+    assert [[o["metadata"]["name"] for _, o in b.events] for b in batches] == [["a"], ["b"]]
+
+
+def test_bookmarks_advance_the_version_without_events() -> None:
+    """A bookmark alone yields a batch with no events and the bookmark's version."""
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "77"}}}
+    batches = run([event("ADDED", "a", 5), None, bookmark, None])
+    assert [(len(b.events), b.resource_version) for b in batches] == [(1, "5"), (0, "77")]
+    assert not batches[1].idle
+
+
+def test_idle_ticks_without_news_yield_idle_batches() -> None:
+    """Quiet moments with nothing new give idle batches the caller only heartbeats on."""
+    batches = run([None, None])
+    assert [b.idle for b in batches] == [True, True]
+
+
+def test_error_410_flushes_earlier_events_then_raises_gone() -> None:
+    """Events before an ERROR 410 are handed out; then the pass ends with a Gone error."""
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    seen = []
+    with pytest.raises(ApiStatusError) as caught:
+        for batch in batch_events(
+            CannedSource([event("ADDED", "a", 3), gone, event("ADDED", "b", 4)]),
+            kind="Node",
+            api_version="v1",
+            path="/api/v1/nodes",
+            max_delay=10.0,
+        ):
+            seen.append(batch.resource_version)
+    assert caught.value.gone
+    assert seen == ["3"]
+
+
+def test_stop_ends_the_pass_after_the_current_batch() -> None:
+    """Once stop() is true, no batch after the current one is produced."""
+    items = [event("ADDED", f"n{i}", i) for i in range(6)]
+    batches = []
+    for batch in batch_events(
+        CannedSource(items),
+        kind="Node",
+        api_version="v1",
+        path="/api/v1/nodes",
+        max_events=2,
+        max_delay=10.0,
+        stop=lambda: len(batches) >= 1,
+    ):
+        batches.append(batch)
+    assert [b.resource_version for b in batches] == ["1"]
+
+
+def test_unknown_event_types_and_objectless_events_are_ignored() -> None:
+    """Garbage event types do not end the stream; the next good event arrives."""
+    items = [{"type": "WEIRD", "object": {}}, {"type": "ADDED"}, event("ADDED", "ok", 9)]
+    (batch,) = run(items)
+    assert [o["metadata"]["name"] for _, o in batch.events] == ["ok"]
