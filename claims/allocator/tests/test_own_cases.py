@@ -1,4 +1,4 @@
-"""Own scenarios for what the upstream table leaves thin: multi-node runs, allocatedClaims, errors."""
+"""Own scenarios for what upstream leaves thin: multi-node runs, allocatedClaims, errors."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_allocator_reused_across_nodes_matches_fresh_allocators() -> None:
 
 def test_share_id_is_injected() -> None:
     """Devices that allow multiple allocations get the share ID from the injected factory."""
-    scenario = {
+    scenario: dict[str, Any] = {
         "node": {"metadata": {"name": "node-1"}},
         "classes": [{"metadata": {"name": "c"}, "spec": {}}],
         "slices": [
