@@ -101,33 +101,30 @@ class AttributeField(forms.Field):
         return parsed
 
 
-def attribute_value_q(key: str, wanted: str) -> Q:
-    """Rows whose attributes[key] equals `wanted` in any v1 value type the text can be."""
-    attribute = KeyTransform(key, "attributes")
-    options = [
-        KeyTransform("string", attribute).get_lookup("exact")(
-            KeyTransform("string", attribute), wanted
-        ),
-        KeyTransform("version", attribute).get_lookup("exact")(
-            KeyTransform("version", attribute), wanted
-        ),
-    ]
-    if _INT.match(wanted):
-        options.append(
-            KeyTransform("int", attribute).get_lookup("exact")(
-                KeyTransform("int", attribute), int(wanted)
-            )
-        )
-    if wanted.lower() in ("true", "false"):
-        options.append(
-            KeyTransform("bool", attribute).get_lookup("exact")(
-                KeyTransform("bool", attribute), wanted.lower() == "true"
-            )
-        )
-    condition = Q(options[0])
-    for option in options[1:]:
-        condition |= Q(option)
-    return condition
+class AttributeMatch:
+    """Builds `attributes[key] == value` conditions over aliases, on SQLite and PostgreSQL.
+
+    The key is passed as an expression rather than a `attributes__<key>` keyword, so attribute
+    names that contain `__` or spell a lookup name ("contains", "regex") stay plain keys.
+    """
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, KeyTransform] = {}
+
+    def _alias(self, key: str, value_type: str) -> str:
+        alias = f"_attribute_{len(self.aliases)}"
+        self.aliases[alias] = KeyTransform(value_type, KeyTransform(key, "attributes"))
+        return alias
+
+    def equals(self, key: str, wanted: str) -> Q:
+        """attributes[key] equals `wanted` in any v1 value type the text can be."""
+        condition = Q(**{self._alias(key, "string"): wanted})
+        condition |= Q(**{self._alias(key, "version"): wanted})
+        if _INT.match(wanted):
+            condition |= Q(**{self._alias(key, "int"): int(wanted)})
+        if wanted.lower() in ("true", "false"):
+            condition |= Q(**{self._alias(key, "bool"): wanted.lower() == "true"})
+        return condition
 
 
 @extend_schema_field({"type": "array", "items": {"type": "string"}})
@@ -145,10 +142,12 @@ class AttributeFilter(django_filters.Filter):
         if not value:
             return qs
         drivers: list[str] | None = None
+        match = AttributeMatch()
+        conditions: list[Q] = []
         for domain, name, wanted in value:
             if domain:
-                condition = attribute_value_q(f"{domain}/{name}", wanted) | (
-                    Q(driver=domain) & attribute_value_q(name, wanted)
+                condition = match.equals(f"{domain}/{name}", wanted) | (
+                    Q(driver=domain) & match.equals(name, wanted)
                 )
             else:
                 if drivers is None:
@@ -156,9 +155,12 @@ class AttributeFilter(django_filters.Filter):
                     drivers = sorted(
                         Device.objects.order_by().values_list("driver", flat=True).distinct()
                     )
-                condition = attribute_value_q(name, wanted)
+                condition = match.equals(name, wanted)
                 for driver in drivers:
-                    condition |= Q(driver=driver) & attribute_value_q(f"{driver}/{name}", wanted)
+                    condition |= Q(driver=driver) & match.equals(f"{driver}/{name}", wanted)
+            conditions.append(condition)
+        qs = qs.alias(**match.aliases)
+        for condition in conditions:
             qs = qs.filter(condition)
         return qs
 
