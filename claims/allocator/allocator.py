@@ -71,7 +71,11 @@ class Allocator:
                 consumable_capacity=options[0], list_type_attributes=options[1]
             )
         self.selector_cache = selector_cache
-        self._pool_builder = PoolBuilder(features=self.features, all_slices=self.slices)
+        self._pool_builder = PoolBuilder(
+            features=self.features,
+            all_slices=self.slices,
+            built=slice_cache.pools if slice_cache is not None else None,
+        )
         # Available counters per pool name, computed on first use like upstream's cache.
         self._counter_cache: dict[str, CounterSets] = {}
         self.num_allocate_one = 0
@@ -83,7 +87,7 @@ class Allocator:
         node_info = node if isinstance(node, NodeInfo) else NodeInfo.from_object(node)
         claim_infos = self._parse_claims(claims)
         # Pools depend only on the node's name and labels; nodes asked again reuse them.
-        node_key = (node_info.name, tuple(sorted(node_info.labels.items())))
+        node_key = (node_info.name, tuple(node_info.labels.items()))
         pools = self._pools_by_node.get(node_key)
         if pools is None:
             on_node = self._slices_on_node.get(node_info.name, [])

@@ -311,6 +311,8 @@ class SliceCache:
 
     def __init__(self) -> None:
         self._by_id: dict[int, SliceInfo] = {}
+        # Pools built from cached slices, shared by the allocators that use this cache.
+        self.pools: dict[tuple[Any, ...], Pool] = {}
 
     def parse(self, raw: JSON, *, index: int) -> SliceInfo:
         """The SliceInfo for this object, parsed on first sight."""
@@ -387,13 +389,21 @@ def _slice_relevant(info: SliceInfo, node: NodeInfo) -> bool | None:
 class PoolBuilder:
     """Builds pools for nodes, reusing a built pool when the same slices make it up again."""
 
-    def __init__(self, *, features: Features, all_slices: Sequence[SliceInfo]) -> None:
+    def __init__(
+        self,
+        *,
+        features: Features,
+        all_slices: Sequence[SliceInfo],
+        built: dict[tuple[Any, ...], Pool] | None = None,
+    ) -> None:
         self.features = features
         self.all_slices = all_slices
         self._by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
         for info in all_slices:
             self._by_pool.setdefault((info.driver, info.pool), []).append(info)
-        self._built: dict[tuple[int, ...], Pool] = {}
+        # Shared with a SliceCache when there is one: the SliceInfos it holds stay alive, so
+        # their ids stay unique.
+        self._built: dict[tuple[Any, ...], Pool] = built if built is not None else {}
 
     def gather(self, slices_for_node: Sequence[SliceInfo], node: NodeInfo) -> list[Pool]:
         """Upstream GatherPools for one node."""
@@ -459,7 +469,11 @@ class PoolBuilder:
     ) -> Pool:
         # Pools are immutable once built and depend only on their slices, so nodes served by the
         # same slices share one Pool object.
-        cache_key = tuple(id(s) for s in slices) + (-1,) + tuple(id(s) for s in all_for_pool or ())
+        cache_key = (
+            self.features.PartitionableDevices,
+            tuple(id(s) for s in slices),
+            tuple(id(s) for s in all_for_pool or ()),
+        )
         pool = self._built.get(cache_key)
         if pool is None:
             pool = self._build_uncached(key, slices, all_for_pool)

@@ -27,6 +27,7 @@ class RequestView:
     tolerations: list[JSON]
     capacity_raw: JSON | None
     capacity_requests: dict[str, Quantity] | None
+    expressions: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, raw: JSON, *, name: str, where: str, subrequest: bool) -> RequestView:
@@ -53,7 +54,12 @@ class RequestView:
         selectors = raw.get("selectors") or []
         if not isinstance(selectors, list):
             raise ScenarioError(f"{where}.selectors: must be a list")
+        expressions = tuple(
+            str((s.get("cel") or {}).get("expression", "")) if isinstance(s, dict) else ""
+            for s in selectors
+        )
         return cls(
+            expressions=expressions,
             name=name,
             class_name=str(raw.get("deviceClassName") or ""),
             allocation_mode=str(mode),

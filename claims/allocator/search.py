@@ -269,7 +269,7 @@ class Run:
         data.device_class = device_class
         data.class_name = request.class_name
         data.class_exprs = _expressions((device_class.get("spec") or {}).get("selectors") or [])
-        data.request_exprs = _expressions(request.selectors)
+        data.request_exprs = request.expressions
         mode = request.allocation_mode
         if mode == "ExactCount":
             data.num_devices = request.count
