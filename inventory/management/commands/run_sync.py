@@ -48,8 +48,16 @@ class Command(BaseCommand):
         def request_stop(signum: int, frame: FrameType | None) -> None:
             stop.set()
 
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
+        previous = {
+            sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            self._run(kinds, stop=stop, duration=duration)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _run(self, kinds: list[str], *, stop: threading.Event, duration: float) -> None:
         watch_options = WatchOptions.from_settings()
         threads = [
             threading.Thread(
