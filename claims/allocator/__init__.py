@@ -10,6 +10,7 @@ from claims.allocator.allocator import (
     allocate_scenario,
     allocator_from_scenario,
 )
+from claims.allocator.explain import RequestReport, StageCount, explain
 from claims.allocator.nodeselection import NodeInfo
 from claims.allocator.pools import SliceCache
 from claims.allocator.selection import SelectorCache
@@ -32,9 +33,12 @@ __all__ = [
     "Features",
     "NodeAllocationError",
     "NodeInfo",
+    "RequestReport",
     "ScenarioError",
     "SelectorCache",
     "SliceCache",
+    "StageCount",
     "allocate_scenario",
     "allocator_from_scenario",
+    "explain",
 ]

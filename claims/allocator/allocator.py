@@ -319,6 +319,9 @@ def scenario_output(
         results = allocator_or_error.allocate(node, claims)
     except AllocationError as exc:
         return {"results": None, "error": str(exc)}
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        # Objects of the wrong JSON type deep inside a spec; report instead of crashing.
+        return {"results": None, "error": f"scenario: malformed object: {exc!r}"}
     return {"results": results, "error": ""}
 
 

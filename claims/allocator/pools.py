@@ -325,6 +325,11 @@ class SliceCache:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    def clear(self) -> None:
+        """Forget every slice and pool, e.g. when a new snapshot replaces the old objects."""
+        self._by_id.clear()
+        self.pools.clear()
+
 
 def _parse_device(raw: Any, *, driver: str, where: str) -> DeviceInfo:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):

@@ -54,6 +54,9 @@ class RequestView:
         selectors = raw.get("selectors") or []
         if not isinstance(selectors, list):
             raise ScenarioError(f"{where}.selectors: must be a list")
+        tolerations = raw.get("tolerations") or []
+        if not isinstance(tolerations, list) or not all(isinstance(t, dict) for t in tolerations):
+            raise ScenarioError(f"{where}.tolerations: must be a list of objects")
         expressions = tuple(
             str((s.get("cel") or {}).get("expression", "")) if isinstance(s, dict) else ""
             for s in selectors
@@ -67,7 +70,7 @@ class RequestView:
             admin_access=admin is True,
             has_admin_access=admin is not None,
             selectors=selectors,
-            tolerations=list(raw.get("tolerations") or []),
+            tolerations=list(tolerations),
             capacity_raw=capacity_raw,
             capacity_requests=capacity_requests,
         )
@@ -139,11 +142,16 @@ class ClaimInfo:
                 requests.append(RequestInfo(name=r_name, exact=exact))
             else:
                 raise ScenarioError(f"{r_where}: needs exactly or firstAvailable")
+        constraints = devices.get("constraints") or []
+        config = devices.get("config") or []
+        for field_name, entries in (("constraints", constraints), ("config", config)):
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise ScenarioError(f"{where}: spec.devices.{field_name} must be a list of objects")
         return cls(
             raw=raw,
             name=name,
             namespace=namespace,
             requests=requests,
-            constraints=list(devices.get("constraints") or []),
-            config=list(devices.get("config") or []),
+            constraints=list(constraints),
+            config=list(config),
         )

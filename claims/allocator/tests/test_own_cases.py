@@ -114,3 +114,22 @@ def test_features_default_to_enabled() -> None:
     assert features.AdminAccess is False
     assert features.PrioritizedList is True
     assert features.ConsumableCapacity is True
+
+
+MALFORMED = [
+    {"node": {"metadata": {"name": "n"}}, "claims": [{"spec": {"devices": {"config": ["x"]}}}]},
+    {"node": {"metadata": {"name": "n"}}, "claims": [{"spec": {"devices": {"requests": [{}]}}}]},
+    {"node": {"metadata": {"name": "n"}}, "slices": [{"spec": {"driver": "d"}}], "claims": []},
+    {"node": {"metadata": {"name": "n"}}, "allocatedDevices": ["nodash"], "claims": []},
+    {"node": {"metadata": {"name": "n"}}, "classes": [{"spec": {}}], "claims": []},
+    {"node": "node-1", "claims": []},
+    {"claims": []},
+]
+
+
+@pytest.mark.parametrize("scenario", MALFORMED)
+def test_malformed_input_gives_an_error_not_a_crash(scenario: dict[str, Any]) -> None:
+    """Objects of the wrong shape give an error output that says what is wrong."""
+    output = allocate_scenario(scenario)
+    assert output["results"] is None
+    assert output["error"]
