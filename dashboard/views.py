@@ -91,9 +91,9 @@ def percent(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
 
 
-CHART_WIDTH = 760
-CHART_HEIGHT = 200
-CHART_PAD = 34
+CHART_WIDTH = 1100
+CHART_HEIGHT = 230
+CHART_PAD = 40
 CHART_COLOURS = ("#2f5bd3", "#7a4fd1", "#12b76a", "#e0702b", "#c62f3a", "#0e9384")
 CHART_MAX_POINTS = 240
 

@@ -87,6 +87,12 @@
     };
   }
 
+  // For debugging and the browser tests: the current socket and how many retries are pending.
+  window.draLive = {
+    get socket() { return socket; },
+    get attempt() { return attempt; }
+  };
+
   document.addEventListener("DOMContentLoaded", function () {
     if (topics().length) setStatus("connecting", "Connecting");
     connect();

@@ -1,0 +1,143 @@
+"""A real server (daphne, websockets included) and a real headless Chromium for browser tests.
+
+The server runs in a subprocess on a free port with its own SQLite database, filled with a demo
+cluster by `tests.browser.prepare`. Chromium is Debian's (`bin/browser-deps` installs it);
+Playwright drives it through `executable_path`, never a downloaded browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DEMO_NODES = 12
+DEMO_SEED = 7
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    """The running server: its URL, the demo objects it holds, and a sync control."""
+
+    def __init__(self, url: str, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.url = url
+        self.objects = objects
+
+    def sync(self, kind: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
+        """Apply objects through the server's own sync write path."""
+        request = urllib.request.Request(
+            f"{self.url}/__test__/sync",
+            data=json.dumps({"kind": kind, "objects": objects}).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return dict(json.loads(response.read()))
+
+
+@pytest.fixture(scope="session")
+def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run bin/browser-deps (Debian chromium)")
+    var_dir = tmp_path_factory.mktemp("browser-var")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("DASHBOARD_") and key != "DJANGO_SETTINGS_MODULE"
+    }
+    env.update(
+        DASHBOARD_VAR_DIR=str(var_dir),
+        DASHBOARD_SECRET_KEY="browser-test-secret",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+        PYTHONPATH=str(ROOT),
+    )
+    prepared = subprocess.run(
+        [sys.executable, "-m", "tests.browser.prepare", str(DEMO_NODES), str(DEMO_SEED)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
+    objects = json.loads(prepared.stdout)
+    port = free_port()
+    log = open(var_dir / "daphne.log", "wb")  # noqa: SIM115 - closed after the process ends
+    daphne = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "tests.browser.asgi_app:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/accounts/login/", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or daphne.poll() is not None:
+                    raise RuntimeError(
+                        f"daphne did not start: {(var_dir / 'daphne.log').read_text()}"
+                    ) from None
+                time.sleep(0.2)
+        yield LiveServer(url, objects)
+    finally:
+        daphne.terminate()
+        daphne.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium: Any, live_server_url: LiveServer) -> Iterator[Any]:
+    """A signed-in page (viewer persona) of a fresh browser context."""
+    context = chromium.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{live_server_url.url}/accounts/login/")
+    page.fill("#id_username", "viewer")
+    page.fill("#id_password", "viewer-password")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server_url.url}/")
+    yield page
+    context.close()

@@ -1,0 +1,118 @@
+"""Browser tests: every page in real headless Chromium, live updates, what-if, screenshots."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inventory.demo.catalog import GPU_DRIVER
+from tests.browser.conftest import ROOT, LiveServer
+from tests.ui.demo import allocate, pending_claim
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+PAGES = ["/", "/pools/", "/nodes/", "/claims/", "/templates/", "/quotas/", "/sync/", "/what-if/"]
+
+
+def shoot(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def first_link(page: Any, pattern: str) -> str:
+    hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    return next(h for h in hrefs if re.fullmatch(pattern, h))
+
+
+def test_every_page_renders_without_script_errors(page: Any, live_server_url: LiveServer) -> None:
+    """Each list page and one of each detail page load with no JavaScript error."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    base = live_server_url.url
+    for path in PAGES:
+        response = page.goto(base + path)
+        assert response.status == 200, path
+        assert page.locator("main h1").inner_text().strip(), path
+    page.goto(base + "/pools/")
+    pool = first_link(page, r"/pools/\d+/")
+    page.goto(base + pool)
+    device = first_link(page, r"/devices/\d+/")
+    page.goto(base + "/nodes/")
+    node = first_link(page, r"/nodes/[^/]+/")
+    page.goto(base + "/claims/?state=reserved")
+    claim = first_link(page, r"/claims/[^/]+/[^/]+/")
+    for path in (pool, device, node, claim):
+        assert page.goto(base + path).status == 200, path
+    assert errors == []
+
+
+def test_overview_screenshot(page: Any, live_server_url: LiveServer) -> None:
+    """The overview shows counts, per-driver bars and the chart, and goes live."""
+    page.goto(live_server_url.url + "/")
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    assert page.locator(".chart svg polyline").count() >= 1
+    assert int(page.locator("#stat-devices").inner_text()) > 0
+    shoot(page, "overview")
+
+
+def test_an_allocation_appears_on_an_open_pool_page(page: Any, live_server_url: LiveServer) -> None:
+    """A claim allocated through the sync path recolours its device within 2 s, no reload."""
+    base = live_server_url.url
+    page.goto(f"{base}/pools/?driver={GPU_DRIVER}")
+    page.goto(base + first_link(page, r"/pools/\d+/"))
+    free = page.locator(".dev[data-state=free]").first
+    device = free.get_attribute("data-device")
+    assert device
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.evaluate("window.__marker = 'same document'")
+    subtitle = page.locator(".topbar .sub .mono").inner_text()
+    pool_name = page.locator("main h1").inner_text().removeprefix("Pool ").strip()
+    claim = allocate(
+        pending_claim(live_server_url.objects), driver=subtitle, pool=pool_name, device=device
+    )
+    answer = live_server_url.sync("ResourceClaim", [claim])
+    assert answer["upserted"] == 1
+    page.wait_for_selector(f'.dev[data-device="{device}"]:not([data-state=free])', timeout=2000)
+    assert page.evaluate("window.__marker") == "same document"
+
+
+def test_pool_screenshot(page: Any, live_server_url: LiveServer) -> None:
+    """The largest GPU pool (partitioned, with shared counters) renders its grid and counters."""
+    page.goto(f"{live_server_url.url}/pools/?driver={GPU_DRIVER}")
+    href = page.evaluate(
+        """() => {
+          const rows = [...document.querySelectorAll('#pool-table tbody tr')];
+          const size = r => parseInt(r.querySelectorAll('td')[5].innerText, 10);
+          rows.sort((a, b) => size(b) - size(a));
+          return rows[0].querySelector('a[href^="/pools/"]').getAttribute('href');
+        }"""
+    )
+    page.goto(live_server_url.url + href)
+    assert page.locator(".dev").count() > 8
+    assert page.locator("text=Shared counters").count() == 1
+    shoot(page, "pool")
+
+
+def test_offline_indicator_and_reconnect(page: Any, live_server_url: LiveServer) -> None:
+    """When the socket drops the header says offline, then the page reconnects by itself."""
+    page.goto(live_server_url.url + "/")
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.evaluate("window.draLive.socket.close()")
+    page.wait_for_selector("#live-status[data-state=offline]", timeout=2000)
+    assert "Offline" in page.locator("#live-status").inner_text()
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    assert page.evaluate("window.draLive.attempt") == 0
+
+
+def test_what_if_form_reports_bad_input(page: Any, live_server_url: LiveServer) -> None:
+    """Submitting a non-claim shows an error naming the field, in the page."""
+    page.goto(live_server_url.url + "/what-if/")
+    page.fill("#id_yaml", "kind: Pod")
+    page.click("#what-if-form button[type=submit]")
+    assert "kind 'Pod'" in page.locator("#what-if-error").inner_text()
