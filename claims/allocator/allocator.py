@@ -14,8 +14,8 @@ from typing import Any
 from claims.allocator.counters import CounterSets
 from claims.allocator.nodeselection import NodeInfo
 from claims.allocator.pools import Pool, PoolBuilder, SliceCache, SliceInfo
-from claims.allocator.requests import ClaimInfo
-from claims.allocator.search import DONE, DeviceResult, Run
+from claims.allocator.requests import ClaimInfo, RequestView
+from claims.allocator.search import DONE, DeviceResult, RequestData, Run
 from claims.allocator.selection import SelectorCache
 from claims.allocator.types import (
     JSON,
@@ -80,6 +80,7 @@ class Allocator:
         self._counter_cache: dict[str, CounterSets] = {}
         self.num_allocate_one = 0
         self._pools_by_node: dict[tuple[str, tuple[tuple[str, str], ...]], list[Pool]] = {}
+        self._request_cache: dict[tuple[int, str | None], tuple[RequestView, RequestData]] = {}
         self._last_claims: tuple[list[JSON | ClaimInfo], list[ClaimInfo]] = ([], [])
 
     def new_run(self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]) -> Run:
@@ -104,6 +105,7 @@ class Allocator:
             selectors=self.selector_cache,
             counter_cache=self._counter_cache,
             share_id_factory=self.share_id_factory,
+            request_cache=self._request_cache,
         )
 
     def _parse_claims(self, claims: Sequence[JSON | ClaimInfo]) -> list[ClaimInfo]:
@@ -194,7 +196,7 @@ def _selected_names(run: Run, claim_index: int) -> list[tuple[str, str | None]]:
     for request_index, request in enumerate(run.claims[claim_index].requests):
         data = run.request_data[(claim_index, request_index, 0)]
         if data.parent is not None:
-            sub = request.subrequests[data.selected_sub_index]
+            sub = request.subrequests[run.selected_sub.get((claim_index, request_index), 0)]
             names.append((request.name, f"{request.name}/{sub.name}"))
         else:
             names.append((request.name, None))
@@ -208,7 +210,8 @@ def _build_config(run: Run, claim_index: int) -> list[JSON]:
     for request_index in range(len(claim.requests)):
         data = run.request_data[(claim_index, request_index, 0)]
         if data.parent is not None:
-            data = run.request_data[(claim_index, request_index, data.selected_sub_index)]
+            selected = run.selected_sub.get((claim_index, request_index), 0)
+            data = run.request_data[(claim_index, request_index, selected)]
         device_class = data.device_class
         if device_class is None:
             continue

@@ -41,6 +41,8 @@ DONE = 1
 FAILED = 0
 MAX_SIZE_EXCEEDED = -1
 
+_REQUEST_CACHE_LIMIT = 4096
+
 _BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 # (claim index, request index, subrequest index)
@@ -65,7 +67,6 @@ class RequestData:
     parent: str | None
     device_class: JSON | None = None
     num_devices: int = 0
-    selected_sub_index: int = 0
     all_devices: list[Candidate] = field(default_factory=list)
     class_name: str = ""
     class_exprs: tuple[str, ...] = ()
@@ -148,6 +149,7 @@ class Run:
         selectors: SelectorCache,
         counter_cache: dict[str, CounterSets],
         share_id_factory: Callable[[], str] | None,
+        request_cache: dict[tuple[int, str | None], tuple[RequestView, RequestData]] | None = None,
     ) -> None:
         self.features = features
         self.node = node
@@ -159,6 +161,13 @@ class Run:
         self.counters = CounterTracker(counter_cache, allocated_state)
         self.share_id_factory = share_id_factory or (lambda: str(uuid.uuid4()))
         self.request_data: dict[RequestKey, RequestData] = {}
+        # Which subrequest of a firstAvailable request the solution uses.
+        self.selected_sub: dict[tuple[int, int], int] = {}
+        # ExactCount request data does not depend on the node; the Allocator keeps it across
+        # runs, keyed by the RequestView's id (the view is kept alive next to its data).
+        self.request_cache: dict[tuple[int, str | None], tuple[RequestView, RequestData]] = (
+            request_cache if request_cache is not None else {}
+        )
         self.constraints: list[list[Constraint]] = [[] for _ in claims]
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         self.allocating_devices: dict[DeviceID, set[int]] = {}
@@ -239,6 +248,19 @@ class Run:
         return result
 
     def _validate_request(
+        self, request: RequestView, parent: str | None, key: RequestKey
+    ) -> RequestData:
+        cached = self.request_cache.get((id(request), parent))
+        if cached is not None and cached[0] is request:
+            return cached[1]
+        data = self._validate_request_uncached(request, parent, key)
+        if request.allocation_mode != "All":
+            if len(self.request_cache) >= _REQUEST_CACHE_LIMIT:
+                self.request_cache.clear()
+            self.request_cache[(id(request), parent)] = (request, data)
+        return data
+
+    def _validate_request_uncached(
         self, request: RequestView, parent: str | None, key: RequestKey
     ) -> RequestData:
         claim = self.claims[key[0]]
@@ -407,7 +429,7 @@ class Run:
                     continue
                 all_exceeded = False
                 if outcome == DONE:
-                    data.selected_sub_index = candidate_sub
+                    self.selected_sub[(claim_index, request_index)] = candidate_sub
                     return DONE
                 candidate_sub += 1
             return MAX_SIZE_EXCEEDED if all_exceeded else FAILED
