@@ -36,6 +36,18 @@ def lookup_attribute(device: DeviceInfo, name: str) -> dict[str, Any] | None:
     return found
 
 
+def lookup_attribute_set(device: DeviceInfo, name: str) -> AttributeSet | None:
+    """The set form of the attribute looked up by name, cached on the device."""
+    key = "\x00set\x00" + name
+    lookups = device.attribute_lookups
+    if key in lookups:
+        return cast("AttributeSet | None", lookups[key])
+    attribute = lookup_attribute(device, name)
+    result = attribute_as_set(attribute) if attribute is not None else None
+    lookups[key] = result
+    return result
+
+
 def attribute_as_set(attribute: dict[str, Any]) -> AttributeSet | None:
     """Lists and scalars as a set of values; None for an attribute of unknown type."""
     for key, kind in _LIST_KINDS:
@@ -100,7 +112,7 @@ class MatchAttributeConstraint(Constraint):
             return False
         if self.num_devices == 0:
             if self.list_types:
-                self.intersection = attribute_as_set(attribute)
+                self.intersection = lookup_attribute_set(device, self.attribute_name)
                 if self.intersection is None:
                     return False
             else:
@@ -108,7 +120,7 @@ class MatchAttributeConstraint(Constraint):
             self.num_devices = 1
             return True
         if self.list_types:
-            new = attribute_as_set(attribute)
+            new = lookup_attribute_set(device, self.attribute_name)
             current = self.intersection
             if new is None or current is None or new[0] != current[0]:
                 return False

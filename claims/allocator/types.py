@@ -68,10 +68,11 @@ class Features:
 
 def parse_device_id(text: str) -> DeviceID:
     """Split `driver/pool/device`; pool names may contain slashes, drivers and devices do not."""
-    parts = text.split("/")
-    if len(parts) < 3 or not all(parts):
+    driver, _, rest = text.partition("/")
+    pool, _, device = rest.rpartition("/")
+    if not driver or not pool or not device:
         raise ScenarioError(f"allocatedDevices: {text!r} is not of the form driver/pool/device")
-    return parts[0], "/".join(parts[1:-1]), parts[-1]
+    return driver, pool, device
 
 
 def device_id_str(device_id: DeviceID) -> str:
