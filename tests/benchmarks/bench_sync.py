@@ -1,0 +1,232 @@
+"""Benchmark the live sync against the fake API server (a script, not a pytest test).
+
+    eval "$(bin/services env)"   # PostgreSQL + Redis from `bin/services start`
+    .venv/bin/python tests/benchmarks/bench_sync.py --nodes 1000
+
+Figures printed: initial sync time and memory of a generated demo cluster, catch-up ingest rate
+(events per second applied to the database), and the delay from a change at the API server to
+its database commit (p50/p99) while watchers run. Rows of the synced kinds are deleted first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+from inventory.kube.client import load_client  # noqa: E402
+from inventory.kube.fakeapi import ChurnLoop, FakeApiServer, load_demo  # noqa: E402
+from inventory.kube.kinds import KINDS  # noqa: E402
+from inventory.kube.watch import KindWatcher, WatchOptions, run_kind  # noqa: E402
+from inventory.kube.watch import loop as watch_loop  # noqa: E402
+from inventory.models import SkippedObject, SyncState  # noqa: E402
+from inventory.sync import handler_for  # noqa: E402
+
+
+def maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_database() -> None:
+    call_command("migrate", verbosity=0)
+    with transaction.atomic():
+        for kind in KINDS:
+            handler_for(kind).model.objects.all().delete()
+        SyncState.objects.all().delete()
+        SkippedObject.objects.all().delete()
+
+
+def stored(kind: str) -> dict[str, str]:
+    return dict(handler_for(kind).model.objects.values_list("uid", "resource_version"))
+
+
+def expected(server: FakeApiServer, kind: str) -> dict[str, str]:
+    found = {}
+    for obj in server.objects(KINDS[kind].plural):
+        if kind == "Pod" and not (obj.get("spec") or {}).get("resourceClaims"):
+            continue
+        found[obj["metadata"]["uid"]] = obj["metadata"]["resourceVersion"]
+    return found
+
+
+def converged(server: FakeApiServer) -> bool:
+    return all(stored(kind) == expected(server, kind) for kind in KINDS)
+
+
+def initial_sync(server: FakeApiServer, kubeconfig: Path, *, trace: bool) -> None:
+    options = WatchOptions.from_settings()
+    if trace:
+        tracemalloc.start()
+    rss_before = maxrss_mb()
+    started = time.perf_counter()
+    for kind, spec in KINDS.items():
+        t0 = time.perf_counter()
+        watcher = KindWatcher(
+            spec,
+            client_factory=lambda: load_client(kubeconfig=kubeconfig),
+            identity="bench",
+            stop=threading.Event(),
+            options=options,
+        )
+        from inventory.kube.watch import state
+
+        state.claim_kind(kind, watcher="bench")
+        watcher.client = watcher.client_factory()
+        from inventory.kube.discovery import discover
+
+        served = discover(watcher.client, [spec])[kind]
+        if served.version is None:
+            print(f"  {kind:24s} not served")
+            continue
+        watcher.version = served.version
+        watcher.relist()
+        count = handler_for(kind).model.objects.count()
+        print(f"  {kind:24s} {count:6d} rows  {time.perf_counter() - t0:6.2f}s")
+    elapsed = time.perf_counter() - started
+    peak = ""
+    if trace:
+        _, peak_bytes = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        peak = f", tracemalloc peak {peak_bytes / 2**20:.0f} MiB"
+    SyncState.objects.update(watcher="")
+    print(
+        f"initial sync: {elapsed:.1f}s; maxrss {rss_before:.0f} -> {maxrss_mb():.0f} MiB "
+        f"(process incl. fake server){peak}"
+    )
+    from inventory.models import Device
+
+    print(f"  devices stored: {Device.objects.count()}")
+    assert converged(server), "database differs from the server after the initial sync"
+
+
+class Watchers:
+    def __init__(self, kubeconfig: Path) -> None:
+        self.stop = threading.Event()
+        options = WatchOptions.from_settings(heartbeat_every=2.0)
+        self.threads = [
+            threading.Thread(
+                target=run_kind,
+                kwargs={
+                    "kind": kind,
+                    "stop": self.stop,
+                    "options": options,
+                    "client_factory": lambda: load_client(kubeconfig=kubeconfig),
+                    "lock_retry": 0.2,
+                },
+                daemon=True,
+            )
+            for kind in KINDS
+        ]
+
+    def __enter__(self) -> Watchers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+
+def catch_up(server: FakeApiServer, churn: Any, kubeconfig: Path, *, steps: int) -> None:
+    loop = ChurnLoop(server, churn, interval=1.0)
+    before = int(server.resource_version)
+    for _ in range(steps):
+        loop.run_once()
+    changes = int(server.resource_version) - before
+    started = time.perf_counter()
+    with Watchers(kubeconfig):
+        while not converged(server):
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+    print(
+        f"catch-up ingest: {changes} changes from {steps} churn steps applied in "
+        f"{elapsed:.2f}s = {changes / elapsed:.0f} events/s (watchers start, resume, converge)"
+    )
+
+
+def latency(server: FakeApiServer, kubeconfig: Path, *, changes: int, rate: float) -> None:
+    committed: dict[str, float] = {}
+    original = watch_loop.KindWatcher.commit
+
+    def timed_commit(self: KindWatcher, batch: Any) -> None:
+        original(self, batch)
+        now = time.perf_counter()
+        for _, obj in batch.events:
+            committed[str(obj["metadata"].get("resourceVersion"))] = now
+
+    watch_loop.KindWatcher.commit = timed_commit  # type: ignore[method-assign]
+    sent: dict[str, float] = {}
+    nodes = server.objects("nodes")
+    with Watchers(kubeconfig):
+        time.sleep(2.0)  # watchers resume and settle
+        for i in range(changes):
+            node = nodes[i % len(nodes)]
+            node["metadata"].setdefault("labels", {})["bench/tick"] = str(i)
+            node["metadata"].pop("resourceVersion", None)
+            t0 = time.perf_counter()
+            stored_obj = server.apply(node)
+            sent[stored_obj["metadata"]["resourceVersion"]] = t0
+            time.sleep(1.0 / rate)
+        deadline = time.monotonic() + 30
+        while len(set(sent) & set(committed)) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    watch_loop.KindWatcher.commit = original  # type: ignore[method-assign]
+    delays = sorted((committed[rv] - t0) * 1000 for rv, t0 in sent.items() if rv in committed)
+    p50 = statistics.median(delays)
+    p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+    print(
+        f"event -> commit latency ({len(delays)}/{len(sent)} node changes at {rate:.0f}/s): "
+        f"p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {delays[-1]:.0f} ms"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--churn-steps", type=int, default=200)
+    parser.add_argument("--latency-changes", type=int, default=300)
+    parser.add_argument("--latency-rate", type=float, default=50.0)
+    parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
+    parser.add_argument(
+        "--allow-sqlite", action="store_true", help="run on the default SQLite file (wipes it)"
+    )
+    args = parser.parse_args()
+    if not settings.DATABASE_URL and not args.allow_sqlite:
+        parser.error("set DASHBOARD_DATABASE_URL (a scratch database) or pass --allow-sqlite")
+    print(f"database: {connection.vendor}; redis: {'yes' if settings.REDIS_URL else 'no'}")
+    reset_database()
+    with FakeApiServer(bookmark_interval=5.0, history_limit=200_000) as server:
+        t0 = time.perf_counter()
+        churn = load_demo(server, nodes=args.nodes, seed=args.seed)
+        counts = {p: len(server.objects(p)) for p in ("nodes", "resourceslices", "resourceclaims")}
+        print(f"demo cluster: {counts} generated in {time.perf_counter() - t0:.1f}s")
+        kubeconfig = server.write_kubeconfig(Path(settings.VAR_DIR) / "bench.kubeconfig")
+        initial_sync(server, kubeconfig, trace=args.tracemalloc)
+        catch_up(server, churn, kubeconfig, steps=args.churn_steps)
+        latency(server, kubeconfig, changes=args.latency_changes, rate=args.latency_rate)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
