@@ -31,7 +31,13 @@ _MIN_RECURSION_LIMIT = 10_000
 
 
 class Allocator:
-    """Allocates claims on one node at a time; reuse one instance for many nodes."""
+    """Allocates claims on one node at a time; reuse one instance for many nodes.
+
+    Built once from classes, slices, allocated state and features; `allocate(node, claims)` then
+    answers per node. Work that does not depend on the node (parsing, selector results per device
+    content, request checks, pools of the same slices) is done once and reused. Objects passed in
+    are treated as immutable. An instance is not thread-safe: use one per thread.
+    """
 
     def __init__(
         self,
