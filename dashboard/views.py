@@ -53,7 +53,8 @@ def render_page(
     """Render `template`, or the fragment named by `?fragment=`; `live` names followed topics."""
     fragments = fragments or {}
     context["frag"] = {name: fragment_url(request, name) for name in fragments}
-    context["live_topics"] = list(live)
+    # The live socket refuses anonymous users, so public readers get a static page.
+    context["live_topics"] = list(live) if request.user.is_authenticated else []
     wanted = request.GET.get("fragment")
     if wanted:
         if wanted not in fragments:

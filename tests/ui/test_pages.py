@@ -156,3 +156,21 @@ def test_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) ->
     large = _queries(client, reverse(name))
     assert large == small
     assert large <= 16
+
+
+def test_node_list_filters_by_label(demo, viewer_client: Client) -> None:
+    """`?label=key=value` keeps exactly the nodes carrying that label value."""
+    from inventory.demo.catalog import ZONE_LABEL
+
+    zone = Node.objects.first().labels[ZONE_LABEL]
+    response = viewer_client.get(reverse("node-list"), {"label": f"{ZONE_LABEL}={zone}"})
+    shown = {node.name for node, _counts, _claims in response.context["rows"]}
+    expected = {n.name for n in Node.objects.all() if n.labels.get(ZONE_LABEL) == zone}
+    assert shown == expected and shown
+
+
+def test_public_readers_get_no_live_socket(demo, client: Client, viewer_client: Client, settings):
+    """Anonymous public readers get no live topics (the socket would refuse them)."""
+    settings.PUBLIC_READ = True
+    assert client.get(reverse("overview")).context["live_topics"] == []
+    assert viewer_client.get(reverse("overview")).context["live_topics"] == ["overview"]

@@ -1,0 +1,78 @@
+"""Render time of every page at 1,000 nodes: `python -m tests.ui.bench_pages [nodes]`.
+
+Loads the demo cluster into a scratch SQLite database (DASHBOARD_VAR_DIR), then renders each
+page a few times with the test client and prints the slowest time and the query count.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+
+def main(nodes: int) -> None:
+    os.environ.setdefault("DASHBOARD_VAR_DIR", tempfile.mkdtemp(prefix="bench-ui-"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from claims.models import ResourceClaim
+    from dashboard.tasks import take_sample
+    from inventory.models import Device, Node, Pool
+    from tests.ui.demo import load_demo
+
+    settings.ALLOWED_HOSTS = ["testserver"]
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    load_demo(nodes=nodes, seed=1)
+    take_sample()
+    print(
+        f"loaded {nodes} nodes in {time.perf_counter() - started:.1f}s: "
+        f"{Device.objects.count()} devices, {ResourceClaim.objects.count()} claims"
+    )
+    user = User.objects.create_user("bench", password="bench-password")
+    client = Client()
+    client.force_login(user)
+    pool = Pool.objects.order_by("-device_count").first()
+    claim = ResourceClaim.objects.filter(state="reserved").first()
+    node = Node.objects.first()
+    device = Device.objects.filter(pool=pool).first()
+    urls = [
+        "/",
+        "/pools/",
+        "/pools/?page=5",
+        "/nodes/",
+        "/nodes/?page=10",
+        "/claims/",
+        "/claims/?state=pending",
+        "/templates/",
+        "/quotas/",
+        "/sync/",
+        "/what-if/",
+        f"/pools/{pool.pk}/",
+        f"/devices/{device.pk}/",
+        f"/nodes/{node.name}/",
+        f"/claims/{claim.namespace}/{claim.name}/",
+    ]
+    for url in urls:
+        worst = 0.0
+        for _ in range(3):
+            with CaptureQueriesContext(connection) as ctx:
+                begin = time.perf_counter()
+                response = client.get(url)
+                worst = max(worst, time.perf_counter() - begin)
+            assert response.status_code == 200, url
+        print(f"{url:50s} {worst * 1000:7.0f} ms {len(ctx.captured_queries):3d} queries")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
