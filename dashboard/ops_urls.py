@@ -1,5 +1,11 @@
-"""URL routes of this module (filled as features land)."""
+"""Operations endpoints at the root: liveness, readiness and Prometheus metrics (no login)."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from dashboard import health, metrics
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
+]

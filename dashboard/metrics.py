@@ -1,0 +1,546 @@
+"""Prometheus metrics at `/metrics`, read from the database at scrape time.
+
+A custom Collector computes every gauge from the database when scraped (grouped queries, no loop
+over rows in Python except quantity sums for counters and consumable capacity, which SQL cannot do
+exactly), so any number of web processes give the same answer and a scrape through the Service is
+as good as one per pod. The one in-process measurement, what-if latency, is a histogram kept in
+Redis when settings.REDIS_URL is set (all processes add to one set of buckets) and in the process
+otherwise (then it is per process).
+
+Every name starts with `dra_dashboard_`. `/metrics` is public unless settings.METRICS_TOKEN is set,
+in which case it wants `Authorization: Bearer <token>`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+PREFIX = "dra_dashboard_"
+WHATIF_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, math.inf,
+)  # fmt: skip
+REDIS_KEY = "dra-dashboard:metrics:whatif-seconds"
+REDIS_TIMEOUT_SECONDS = 0.5
+
+
+class LocalHistogram:
+    """Bucket counts, sum and count of observations in this process (thread-safe)."""
+
+    def __init__(self, buckets: Sequence[float] = WHATIF_BUCKETS) -> None:
+        self.buckets = tuple(buckets)
+        self._lock = threading.Lock()
+        self._counts = [0] * len(self.buckets)
+        self._sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        index = bucket_index(self.buckets, seconds)
+        with self._lock:
+            self._counts[index] += 1
+            self._sum += seconds
+
+    def snapshot(self) -> tuple[list[int], float]:
+        """Per-bucket (not cumulative) counts and the sum."""
+        with self._lock:
+            return list(self._counts), self._sum
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts = [0] * len(self.buckets)
+            self._sum = 0.0
+
+
+def bucket_index(buckets: Sequence[float], value: float) -> int:
+    """Index of the first bucket whose upper bound (`le`) holds `value`."""
+    for index, bound in enumerate(buckets):
+        if value <= bound:
+            return index
+    return len(buckets) - 1
+
+
+class RedisHistogram:
+    """The same buckets kept in one Redis hash, so every process adds to and reads one histogram.
+
+    Fields: `b<index>` per-bucket counts and `sum`; a MULTI/EXEC pipeline keeps them consistent.
+    """
+
+    def __init__(self, url: str, *, buckets: Sequence[float] = WHATIF_BUCKETS) -> None:
+        import redis
+
+        self.url = url
+        self.buckets = tuple(buckets)
+        self.client = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+            socket_timeout=REDIS_TIMEOUT_SECONDS,
+        )
+
+    def observe(self, seconds: float) -> None:
+        pipeline = self.client.pipeline(transaction=True)
+        pipeline.hincrby(REDIS_KEY, f"b{bucket_index(self.buckets, seconds)}", 1)
+        pipeline.hincrbyfloat(REDIS_KEY, "sum", seconds)
+        pipeline.execute()
+
+    def snapshot(self) -> tuple[list[int], float]:
+        stored = {
+            key.decode(): value.decode() for key, value in self.client.hgetall(REDIS_KEY).items()
+        }
+        counts = [int(stored.get(f"b{index}", 0)) for index in range(len(self.buckets))]
+        return counts, float(stored.get("sum", 0.0))
+
+    def reset(self) -> None:
+        self.client.delete(REDIS_KEY)
+
+
+_local = LocalHistogram()
+_shared: RedisHistogram | None = None
+_shared_lock = threading.Lock()
+
+
+def _shared_histogram() -> RedisHistogram | None:
+    """The Redis-backed histogram for settings.REDIS_URL (rebuilt when the URL changes)."""
+    global _shared
+    url = settings.REDIS_URL
+    if not url:
+        return None
+    with _shared_lock:
+        if _shared is None or _shared.url != url:
+            _shared = RedisHistogram(url)
+        return _shared
+
+
+def observe_whatif_seconds(seconds: float) -> None:
+    """Record how long one what-if question took. Never raises: metrics must not break what-if.
+
+    With Redis configured the observation goes to the shared histogram; if Redis fails it is kept
+    in this process and still exported by this process's scrapes.
+    """
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        log.warning("observe_whatif_seconds: not a number: %r", seconds)
+        return
+    if math.isnan(value) or value < 0:
+        log.warning("observe_whatif_seconds: ignoring %r (must be >= 0)", seconds)
+        return
+    shared = _shared_histogram()
+    if shared is not None:
+        try:
+            shared.observe(value)
+            return
+        except Exception as exc:  # Redis down: keep the observation locally
+            log.warning("observe_whatif_seconds: Redis unavailable, kept in process: %s", exc)
+    _local.observe(value)
+
+
+def whatif_snapshot() -> tuple[list[int], float]:
+    """Per-bucket counts and sum of what-if latency: Redis (when configured) plus this process."""
+    counts, total = _local.snapshot()
+    shared = _shared_histogram()
+    if shared is not None:
+        try:
+            shared_counts, shared_sum = shared.snapshot()
+        except Exception as exc:
+            log.warning(
+                "what-if histogram: Redis unavailable, exporting this process only: %s", exc
+            )
+        else:
+            counts = [a + b for a, b in zip(counts, shared_counts, strict=True)]
+            total += shared_sum
+    return counts, total
+
+
+def reset_whatif_histogram() -> None:
+    """Forget every what-if observation (tests, and operators after a deploy if they wish)."""
+    _local.reset()
+    shared = _shared_histogram()
+    if shared is not None:
+        shared.reset()
+
+
+def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, documentation, labels=list(labels))
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact(text: str) -> Fraction:
+    # Clusters repeat a handful of quantities thousands of times: parse each text once.
+    from claims.allocator.quantity import parse_quantity  # pure library, no Django
+
+    return parse_quantity(text).exact
+
+
+class _Quantities:
+    """Parses quantities exactly; malformed ones are left out and reported once per scrape."""
+
+    def __init__(self) -> None:
+        self.bad: list[str] = []
+
+    def parse(self, text: Any, *, where: str) -> Fraction | None:
+        try:
+            return _exact(str(text))
+        except (ValueError, TypeError):
+            self.bad.append(f"{where}: {text!r}")
+            return None
+
+    def report(self, metric: str) -> None:
+        if self.bad:
+            examples = "; ".join(self.bad[:3])
+            log.warning(
+                "metrics %s: %d bad quantities left out (%s)", metric, len(self.bad), examples
+            )
+
+
+def device_metrics() -> list[Metric]:
+    """Devices per pool and driver by state, and per DeviceClass where the class is computable."""
+    from inventory.choices import DeviceState
+    from inventory.models import Device, DeviceClass
+    from inventory.services import HELD_STATES, annotate_device_state, class_driver
+
+    rows = (
+        annotate_device_state(Device.objects.filter(current=True))
+        .order_by()
+        .values("driver", "pool_name")
+        .annotate(
+            total=Count("pk"),
+            allocated=Count("pk", filter=Q(state__in=HELD_STATES)),
+            tainted=Count("pk", filter=Q(state=DeviceState.TAINTED)),
+        )
+        .order_by("driver", "pool_name")
+    )
+    labels = ("driver", "pool")
+    total = _gauge("devices", "Devices of the current pool generation.", labels)
+    allocated = _gauge(
+        "devices_allocated", "Devices held by a (non admin-access) allocation.", labels
+    )
+    free = _gauge("devices_free", "Devices neither allocated nor tainted.", labels)
+    tainted = _gauge(
+        "devices_tainted", "Devices not allocated but tainted (NoSchedule/NoExecute).", labels
+    )
+    per_driver: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        key = [row["driver"], row["pool_name"]]
+        counts = {
+            "total": row["total"],
+            "allocated": row["allocated"],
+            "tainted": row["tainted"],
+            "free": row["total"] - row["allocated"] - row["tainted"],
+        }
+        total.add_metric(key, counts["total"])
+        allocated.add_metric(key, counts["allocated"])
+        tainted.add_metric(key, counts["tainted"])
+        free.add_metric(key, counts["free"])
+        for state, count in counts.items():
+            per_driver[row["driver"]][state] += count
+    by_class = _gauge(
+        "class_devices",
+        "Devices per DeviceClass and state, for classes that only select a driver "
+        '(`device.driver == "x"`); other classes are not computable and left out.',
+        ("device_class", "state"),
+    )
+    # The same approximation as inventory.services.class_utilisation, from the rows above.
+    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
+        driver = class_driver(device_class)
+        if driver is None:
+            continue
+        for state in ("total", "allocated", "free", "tainted"):
+            by_class.add_metric([device_class.name, state], per_driver[driver][state])
+    return [total, allocated, free, tainted, by_class]
+
+
+def counter_metrics() -> list[Metric]:
+    """sharedCounters of current slices per pool and counter: capacity, and what allocated
+    devices consume of it (summed over the pool's counter sets, to keep one series per counter).
+    """
+    from claims.models import AllocatedDevice
+    from inventory.models import CounterSet, Device
+
+    quantities = _Quantities()
+    labels = ("driver", "pool", "counter")
+    capacity: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    consumed: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    sets = CounterSet.objects.filter(slice__current=True).values_list(
+        "pool__driver", "pool__name", "name", "counters"
+    )
+    for driver, pool, set_name, counters in sets:
+        for counter, amount in (counters or {}).items():
+            value = quantities.parse(
+                (amount or {}).get("value", "0"), where=f"{driver}/{pool}/{set_name}"
+            )
+            if value is not None:
+                capacity[(driver, pool, str(counter))] += value
+    held = AllocatedDevice.objects.filter(
+        driver=OuterRef("driver"),
+        pool=OuterRef("pool_name"),
+        device=OuterRef("name"),
+        admin_access=False,
+    )
+    consumers = (
+        Device.objects.filter(Exists(held), current=True)
+        .exclude(consumes_counters=[])
+        .values_list("driver", "pool_name", "name", "consumes_counters")
+    )
+    for driver, pool, name, consumes in consumers:
+        for entry in consumes or []:
+            for counter, amount in (entry.get("counters") or {}).items():
+                value = quantities.parse(
+                    (amount or {}).get("value", "0"), where=f"{driver}/{pool}/{name}"
+                )
+                if value is not None:
+                    consumed[(driver, pool, str(counter))] += value
+    capacity_family = _gauge(
+        "counter_capacity", "sharedCounters capacity, summed over a pool's counter sets.", labels
+    )
+    consumed_family = _gauge(
+        "counter_consumed",
+        "Counter amount consumed by allocated devices (consumesCounters), per pool.",
+        labels,
+    )
+    for key in sorted(capacity):
+        capacity_family.add_metric(list(key), float(capacity[key]))
+        consumed_family.add_metric(list(key), float(consumed.get(key, Fraction(0))))
+    quantities.report("counters")
+    return [capacity_family, consumed_family]
+
+
+def capacity_metrics() -> list[Metric]:
+    """Consumable capacity of devices that allow multiple allocations, summed per pool and name.
+
+    Consumed is the sum of `consumedCapacity` over the (non admin-access) allocations of those
+    devices; exclusively allocated devices are counted by `devices_allocated` instead.
+    """
+    from claims.models import AllocatedDevice
+    from inventory.models import Device
+
+    quantities = _Quantities()
+    labels = ("driver", "pool", "capacity")
+    capacity: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    consumed: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    shared: set[tuple[str, str, str]] = set()
+    devices = Device.objects.filter(current=True, allow_multiple_allocations=True).values_list(
+        "driver", "pool_name", "name", "capacity"
+    )
+    for driver, pool, name, device_capacity in devices:
+        shared.add((driver, pool, name))
+        for capacity_name, spec in (device_capacity or {}).items():
+            value = quantities.parse(
+                (spec or {}).get("value", "0"), where=f"{driver}/{pool}/{name}"
+            )
+            if value is not None:
+                capacity[(driver, pool, str(capacity_name))] += value
+    allocations = (
+        AllocatedDevice.objects.filter(admin_access=False)
+        .exclude(consumed_capacity={})
+        .values_list("driver", "pool", "device", "consumed_capacity")
+    )
+    for driver, pool, device, amounts in allocations:
+        if (driver, pool, device) not in shared:
+            continue
+        for capacity_name, amount in (amounts or {}).items():
+            value = quantities.parse(amount, where=f"{driver}/{pool}/{device}")
+            if value is not None:
+                consumed[(driver, pool, str(capacity_name))] += value
+    capacity_family = _gauge(
+        "capacity", "Consumable capacity of devices allowing multiple allocations.", labels
+    )
+    consumed_family = _gauge(
+        "capacity_consumed", "consumedCapacity of allocations on those devices.", labels
+    )
+    for key in sorted(capacity):
+        capacity_family.add_metric(list(key), float(capacity[key]))
+        consumed_family.add_metric(list(key), float(consumed.get(key, Fraction(0))))
+    quantities.report("capacity")
+    return [capacity_family, consumed_family]
+
+
+def claim_metrics(now: datetime) -> list[Metric]:
+    """Pending claims per namespace and the age of the oldest one."""
+    from claims.choices import ClaimState
+    from claims.models import ResourceClaim
+
+    rows = (
+        ResourceClaim.objects.filter(state=ClaimState.PENDING)
+        .order_by()
+        .values("namespace")
+        .annotate(pending=Count("pk"), oldest=Min("created_at"))
+        .order_by("namespace")
+    )
+    pending = _gauge("pending_claims", "ResourceClaims not allocated yet.", ("namespace",))
+    oldest = _gauge(
+        "pending_claim_oldest_age_seconds",
+        "Age of the oldest pending ResourceClaim (from creationTimestamp).",
+        ("namespace",),
+    )
+    for row in rows:
+        pending.add_metric([row["namespace"]], row["pending"])
+        if row["oldest"] is not None:
+            oldest.add_metric([row["namespace"]], max((now - row["oldest"]).total_seconds(), 0))
+    return [pending, oldest]
+
+
+def sync_metrics(now: datetime) -> list[Metric]:
+    """Per kind: lag since the last event and heartbeat, events/s, events, objects, skipped."""
+    from inventory.models import SkippedObject, SyncState
+
+    skipped_by_kind = dict(
+        SkippedObject.objects.order_by()
+        .values_list("kind")
+        .annotate(n=Count("pk"))
+        .values_list("kind", "n")
+    )
+    labels = ("kind",)
+    event_age = _gauge(
+        "sync_last_event_age_seconds", "Seconds since the last watch event was applied.", labels
+    )
+    heartbeat_age = _gauge(
+        "sync_heartbeat_age_seconds", "Seconds since the kind's watcher last reported.", labels
+    )
+    rate = _gauge("sync_events_per_second", "Watch events per second (recent window).", labels)
+    events = CounterMetricFamily(
+        PREFIX + "sync_events",
+        "Watch events applied since the kind was first synced.",
+        labels=labels,
+    )
+    objects = _gauge("sync_objects", "Objects of the kind stored.", labels)
+    skipped = _gauge("sync_skipped_objects", "Objects that failed to normalize, skipped.", labels)
+    served = _gauge("sync_served", "1 when the API server serves the kind, else 0.", labels)
+    failing = _gauge("sync_error", "1 when the kind's last recorded attempt failed.", labels)
+    states = SyncState.objects.order_by("kind").values_list(
+        "kind",
+        "last_event_at",
+        "heartbeat_at",
+        "events_per_second",
+        "events_total",
+        "object_count",
+        "served",
+        "last_error",
+        "last_error_at",
+        "last_list_at",
+    )
+    for (
+        kind,
+        last_event,
+        beat,
+        per_second,
+        total,
+        count,
+        is_served,
+        error,
+        error_at,
+        listed,
+    ) in states:
+        if last_event is not None:
+            event_age.add_metric([kind], max((now - last_event).total_seconds(), 0))
+        if beat is not None:
+            heartbeat_age.add_metric([kind], max((now - beat).total_seconds(), 0))
+        rate.add_metric([kind], per_second)
+        events.add_metric([kind], total)
+        objects.add_metric([kind], count)
+        skipped.add_metric([kind], skipped_by_kind.get(kind, 0))
+        served.add_metric([kind], 1 if is_served else 0)
+        # An error followed by a successful list or event is over.
+        recovered = error_at is None or any(
+            moment is not None and moment > error_at for moment in (last_event, listed)
+        )
+        failing.add_metric([kind], 0 if not error or recovered else 1)
+    return [event_age, heartbeat_age, rate, events, objects, skipped, served, failing]
+
+
+def whatif_metrics() -> list[Metric]:
+    counts, total = whatif_snapshot()
+    cumulative = 0
+    buckets: list[tuple[str, float]] = []
+    for bound, count in zip(WHATIF_BUCKETS, counts, strict=True):
+        cumulative += count
+        buckets.append(("+Inf" if math.isinf(bound) else repr(bound), cumulative))
+    scope = "all processes (Redis)" if settings.REDIS_URL else "this process only"
+    family = HistogramMetricFamily(
+        PREFIX + "whatif_seconds", f"What-if latency, {scope}.", buckets=buckets, sum_value=total
+    )
+    return [family]
+
+
+class DashboardCollector(Collector):
+    """Everything under `dra_dashboard_`, computed from the database at each scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        now = timezone.now()
+        yield from device_metrics()
+        yield from counter_metrics()
+        yield from capacity_metrics()
+        yield from claim_metrics(now)
+        yield from sync_metrics(now)
+        yield from whatif_metrics()
+        duration = _gauge("scrape_duration_seconds", "Time this scrape spent computing.", ())
+        duration.add_metric([], time.perf_counter() - started)
+        yield duration
+
+
+def render_metrics() -> bytes:
+    """The exposition text of every dashboard metric, computed now."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DashboardCollector())
+    return generate_latest(registry)
+
+
+def _authorised(request: HttpRequest, token: str) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, presented = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        presented.strip().encode(), token.encode()
+    )
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text format; wants a bearer token when settings.METRICS_TOKEN is set."""
+    token = settings.METRICS_TOKEN
+    if token and not _authorised(request, token):
+        response = HttpResponse("metrics need a bearer token\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
+
+
+def metric_names(families: Iterable[Metric]) -> list[str]:
+    """Names of metric families (for listings and tests)."""
+    return [family.name for family in families]
+
+
+def as_samples(text: str) -> Mapping[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Parse exposition text into {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
