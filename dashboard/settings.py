@@ -178,13 +178,27 @@ SPECTACULAR_SETTINGS = {
 
 LOG_JSON = env_bool("LOG_JSON", False)
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+# The object_context filter adds kind/namespace/name of the Kubernetes object a line is about.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"object_context": {"()": "dashboard.logging.ObjectContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(object_suffix)s"},
+        "json": {"()": "dashboard.logging.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_JSON else "plain",
+            "filters": ["object_context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+
+# Operations: /readyz fails when a served kind's watcher heartbeat is older than this (0: never);
+# /metrics requires `Authorization: Bearer <token>` when a token is set.
+READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
