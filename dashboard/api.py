@@ -30,7 +30,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is not None:
         return response
     if isinstance(exc, DjangoValidationError):
-        return Response({"detail": exc.messages}, status=status.HTTP_400_BAD_REQUEST)
+        body = exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, (ValueError, KeyError, TypeError)):
         log.warning("bad request input: %s", exc)
         return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

@@ -21,6 +21,12 @@ def gpu_devices(count: int, **attrs: Any) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings) -> None:
+    """Persona fixtures hash passwords; a fast hasher keeps hundreds of API tests quick."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def cluster(db) -> dict[tuple[str, str], Any]:
     """Two nodes, GPU, partitionable (MIG) and shared (NIC) pools, claims holding some devices.
