@@ -1,0 +1,281 @@
+"""What-if options: node restriction, copy count, features and assumed changes, checked.
+
+Every bad value is a `WhatIfError` naming the option (`count`, `nodeSelector`, `assume[2].node`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from claims.allocator import Features, ScenarioError
+from claims.whatif.inputs import JSON, WhatIfError
+
+MAX_COUNT = 10_000
+MAX_ADDED_NODES = 1_000
+MAX_ASSUME = 100
+
+# Operators of assumed changes; camelCase spellings are accepted too.
+ASSUME_OPS = (
+    "release-claim",
+    "remove-node",
+    "add-nodes",
+    "taint-device",
+    "untaint-device",
+    "drop-pool",
+)
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One label-selector requirement: key, operator (=, !=, in, notin, exists, !) and values."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "exists":
+            return self.key in labels
+        if self.operator == "!":
+            return self.key not in labels
+        if self.operator in {"=", "in"}:
+            return labels.get(self.key) in self.values
+        return labels.get(self.key) not in self.values
+
+
+@dataclass
+class Options:
+    """Checked options of one what-if request."""
+
+    nodes: list[str] | None = None
+    node_selector: list[Requirement] = field(default_factory=list)
+    count: int = 1
+    count_capped: bool = False
+    assume: list[JSON] = field(default_factory=list)
+    features: JSON = field(default_factory=dict)
+    explain: bool = True
+
+    def feature_set(self) -> Features:
+        return Features.from_dict(self.features)
+
+    def canonical(self) -> JSON:
+        """A JSON form for cache keys."""
+        return {
+            "nodes": self.nodes,
+            "nodeSelector": [(r.key, r.operator, list(r.values)) for r in self.node_selector],
+            "count": self.count,
+            "assume": self.assume,
+            "features": self.features,
+            "explain": self.explain,
+        }
+
+
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_SET_RE = re.compile(r"^\s*(\S+)\s+(in|notin)\s+\(([^()]*)\)\s*$")
+
+
+def _split_selector(text: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_node_selector(value: Any) -> list[Requirement]:
+    """`k=v,k2!=v,k3,!k4,k5 in (a,b)` (kubectl -l syntax) or a {key: value} map."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, Mapping):
+        items = []
+        for key, item in value.items():
+            if not isinstance(item, str):
+                raise WhatIfError(f"nodeSelector.{key}", "values must be strings")
+            items.append(Requirement(str(key), "=", (item,)))
+        return items
+    if not isinstance(value, str):
+        raise WhatIfError("nodeSelector", "expected `key=value,...` or a map")
+    requirements = []
+    for part in _split_selector(value):
+        match = _SET_RE.match(part)
+        if match:
+            key, operator, raw_values = match.groups()
+            values = tuple(v.strip() for v in raw_values.split(",") if v.strip())
+            requirement = Requirement(key, operator, values)
+        elif "!=" in part:
+            key, _, item = part.partition("!=")
+            requirement = Requirement(key.strip(), "!=", (item.strip(),))
+        elif "=" in part:
+            key, _, item = part.replace("==", "=").partition("=")
+            requirement = Requirement(key.strip(), "=", (item.strip(),))
+        elif part.startswith("!"):
+            requirement = Requirement(part[1:].strip(), "!")
+        else:
+            requirement = Requirement(part, "exists")
+        if not _LABEL_KEY.match(requirement.key):
+            raise WhatIfError("nodeSelector", f"{part!r}: {requirement.key!r} is not a label key")
+        requirements.append(requirement)
+    return requirements
+
+
+def parse_count(value: Any) -> tuple[int, bool]:
+    """1..MAX_COUNT; "max" means MAX_COUNT; larger numbers are capped (second value True)."""
+    if value is None or value == "":
+        return 1, False
+    if value == "max":
+        return MAX_COUNT, False
+    if isinstance(value, bool):
+        raise WhatIfError("count", "expected a whole number")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip(), 10)
+        except ValueError as exc:
+            raise WhatIfError("count", f"expected a whole number, got {value!r}") from exc
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise WhatIfError("count", f"expected a whole number, got {value!r}")
+    if value <= 0:
+        raise WhatIfError("count", "must be at least 1")
+    if value > MAX_COUNT:
+        return MAX_COUNT, True
+    return value, False
+
+
+def _text(entry: Mapping[str, Any], key: str, *, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise WhatIfError(f"{where}.{key}", "required (a non-empty string)")
+    return value.strip()
+
+
+def _device_id(text: str, *, where: str) -> str:
+    parts = text.split("/")
+    if len(parts) < 3 or not all(parts):
+        raise WhatIfError(where, f"{text!r} is not driver/pool/device")
+    return text
+
+
+def _op_name(raw: Any) -> str:
+    name = re.sub(r"(?<!^)([A-Z])", r"-\1", str(raw)).lower()
+    return name
+
+
+def parse_assume(value: Any) -> list[JSON]:
+    """Assumed changes, each {"op": ..., ...}; returns them in a canonical form."""
+    if value is None:
+        return []
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise WhatIfError("assume", "expected a list of changes")
+    if len(value) > MAX_ASSUME:
+        raise WhatIfError("assume", f"at most {MAX_ASSUME} changes")
+    changes: list[JSON] = []
+    for index, entry in enumerate(value):
+        where = f"assume[{index}]"
+        if not isinstance(entry, Mapping):
+            raise WhatIfError(where, "expected an object with op")
+        op = _op_name(entry.get("op") or "")
+        if op not in ASSUME_OPS:
+            raise WhatIfError(
+                f"{where}.op", f"{entry.get('op')!r}: choose from {', '.join(ASSUME_OPS)}"
+            )
+        if op == "release-claim":
+            claim = _text(entry, "claim", where=where)
+            if "/" not in claim:
+                raise WhatIfError(f"{where}.claim", "expected namespace/name")
+            changes.append({"op": op, "claim": claim})
+        elif op == "remove-node":
+            changes.append({"op": op, "node": _text(entry, "node", where=where)})
+        elif op == "add-nodes":
+            like = _text(entry, "like", where=where)
+            count, _ = parse_count(entry.get("count", 1))
+            if count > MAX_ADDED_NODES:
+                raise WhatIfError(f"{where}.count", f"at most {MAX_ADDED_NODES} nodes")
+            changes.append({"op": op, "like": like, "count": count})
+        elif op == "taint-device":
+            device = _device_id(_text(entry, "device", where=where), where=f"{where}.device")
+            taint = entry.get("taint") or {"key": entry.get("key"), "effect": entry.get("effect")}
+            if not isinstance(taint, Mapping):
+                raise WhatIfError(f"{where}.taint", "expected {key, value, effect}")
+            key = _text(taint, "key", where=f"{where}.taint")
+            effect = taint.get("effect") or "NoSchedule"
+            if effect not in _TAINT_EFFECTS:
+                raise WhatIfError(
+                    f"{where}.taint.effect", f"choose from {', '.join(_TAINT_EFFECTS)}"
+                )
+            new_taint = {"key": key, "effect": effect}
+            if taint.get("value"):
+                new_taint["value"] = str(taint["value"])
+            changes.append({"op": op, "device": device, "taint": new_taint})
+        elif op == "untaint-device":
+            device = _device_id(_text(entry, "device", where=where), where=f"{where}.device")
+            key = entry.get("key")
+            if key is not None and not isinstance(key, str):
+                raise WhatIfError(f"{where}.key", "expected a taint key")
+            changes.append({"op": op, "device": device, "key": key or ""})
+        else:
+            pool = _text(entry, "pool", where=where)
+            if "/" not in pool:
+                raise WhatIfError(f"{where}.pool", "expected driver/pool")
+            changes.append({"op": op, "pool": pool})
+    return changes
+
+
+def parse_features(value: Any) -> JSON:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise WhatIfError("features", "expected a map of feature name to true/false")
+    try:
+        Features.from_dict(value)
+    except ScenarioError as exc:
+        raise WhatIfError("features", str(exc).removeprefix("features: ")) from exc
+    return dict(sorted(value.items()))
+
+
+def parse_nodes(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise WhatIfError("nodes", "expected a list of node names")
+    return sorted(set(value)) if value else None
+
+
+def parse_options(
+    *,
+    nodes: Any = None,
+    node_selector: Any = None,
+    count: Any = 1,
+    assume: Any = None,
+    features: Any = None,
+    explain: bool = True,
+) -> Options:
+    """Check every option; the first problem is raised as a WhatIfError."""
+    checked_count, capped = parse_count(count)
+    return Options(
+        nodes=parse_nodes(nodes),
+        node_selector=parse_node_selector(node_selector),
+        count=checked_count,
+        count_capped=capped,
+        assume=parse_assume(assume),
+        features=parse_features(features),
+        explain=bool(explain),
+    )

@@ -1,0 +1,214 @@
+"""`what_if`: the question users come for, answered over the synced cluster (read-only).
+
+Reads the database (cluster state, stored templates and claims a pod names, the namespace's
+ResourceQuotas), never writes it. Identical questions on an unchanged cluster are answered from
+the Django cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core.cache import cache
+
+from claims.whatif.engine import Progress, Simulation, evaluate
+from claims.whatif.inputs import JSON, ParsedInput, parse_input
+from claims.whatif.options import Options, parse_options
+from claims.whatif.quota import admission
+from claims.whatif.state import ClusterView, build_view, cluster_state, current_fingerprint
+
+log = logging.getLogger(__name__)
+
+RESULT_CACHE_SECONDS = 600
+_CACHE_PREFIX = "whatif:result:"
+
+
+def lookup_object(kind: str, namespace: str, name: str) -> JSON | None:
+    """A stored ResourceClaimTemplate or ResourceClaim (normalized), or None."""
+    from claims.models import ResourceClaim, ResourceClaimTemplate
+
+    model = ResourceClaimTemplate if kind == "ResourceClaimTemplate" else ResourceClaim
+    obj = model.objects.filter(namespace=namespace, name=name).values_list("obj", flat=True).first()
+    return obj if isinstance(obj, dict) else None
+
+
+def namespace_quotas(namespace: str) -> list[tuple[str, JSON, JSON]]:
+    """(name, hard, used) of each ResourceQuota in the namespace."""
+    from claims.models import ResourceQuota
+
+    return [
+        (name, hard or {}, used or {})
+        for name, hard, used in ResourceQuota.objects.filter(namespace=namespace)
+        .order_by("name")
+        .values_list("name", "hard", "used")
+    ]
+
+
+def _observe(seconds: float) -> None:
+    try:
+        from dashboard import metrics
+    except ImportError:
+        return
+    observe = getattr(metrics, "observe_whatif_seconds", None)
+    if observe is not None:
+        try:
+            observe(seconds)
+        except Exception:  # metrics must never fail a what-if
+            log.exception("observe_whatif_seconds failed")
+
+
+def _cache_key(
+    parsed: ParsedInput, options: Options, fingerprint: str, quotas: list[tuple[str, JSON, JSON]]
+) -> str:
+    def strip_uid(obj: JSON) -> JSON:
+        meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "uid"}
+        return {**obj, "metadata": meta}
+
+    payload = {
+        "claims": [[strip_uid(c.obj), c.existing, c.classic, c.source] for c in parsed.claims],
+        "namespace": parsed.namespace,
+        "tolerations": parsed.tolerations,
+        "options": options.canonical(),
+        "fingerprint": fingerprint,
+        "quotas": quotas,
+    }
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return _CACHE_PREFIX + hashlib.sha256(text.encode()).hexdigest()
+
+
+def what_if(
+    source: Any,
+    *,
+    nodes: Sequence[str] | str | None = None,
+    node: str | None = None,
+    node_selector: str | Mapping[str, str] | None = None,
+    count: int | str = 1,
+    assume: Sequence[Mapping[str, Any]] | None = None,
+    features: Mapping[str, bool] | None = None,
+    namespace: str | None = None,
+    explain: bool = True,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+) -> JSON:
+    """Would these claims fit, where, with which devices, and if not, why? (read-only)
+
+    `source`: YAML or JSON text (several documents or a `kind: List` allowed), a parsed object,
+    or a list of objects: ResourceClaims (allocated together, like one pod's claims), a
+    ResourceClaimTemplate, a Pod or a workload with a pod template (its `resourceClaims` name
+    templates, looked up in the input then the database, or existing claims), or a bare claim
+    spec `{"devices": ...}`; any API version the sync understands.
+    Options: `nodes` (names; `node` is one name) and `node_selector` (`k=v,k2 in (a,b)` or a
+    map) restrict the nodes; `count` copies are placed first-fit in node-name order, each seeing
+    the ones before (headroom; capped at 10,000, "max" for the cap); `assume` is a list of
+    changes applied to a private copy of the cluster: {"op": "release-claim", "claim": "ns/n"},
+    {"op": "remove-node", "node": n}, {"op": "add-nodes", "like": n, "count": k},
+    {"op": "taint-device", "device": "drv/pool/dev", "taint": {"key", "value", "effect"}},
+    {"op": "untaint-device", "device": ..., "key": k-or-empty-for-all},
+    {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
+    is the default namespace of the input (and the quota checked).
+
+    Returns a JSON-ready dict:
+    `fits` (a schedulable node fits), `nodes` [{node, schedulable, fits, claims: [{claim,
+    devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
+    nodeSelector}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
+    remaining}]}] | error}], `placements` (fitting schedulable nodes: {node, devices, claims}),
+    `summary` {nodesChecked, nodesFit, nodesFitSchedulable, firstNode, headroom, count,
+    countCapped, stranded: {total, byNode}}, `headroom` {requested, placed, placements: [{node,
+    copies}], stoppedBecause, exhausted}, `quota` {namespace, checked, allowed, items: [{quota,
+    resource, hard, used, requested, exceeded}], copiesAllowed, message}, `reasons` (lines, when
+    nothing fits), `best` (the nodes that came closest: {node, reasons}), `diagnosis` ({reasons,
+    node, requests} of the closest node, when nothing fits), `claims` [{claim, source, existing,
+    driverAllocated}], `driverAllocated` (classic v1alpha2 claims: not simulated), `simulated`,
+    `assumed` (lines), `namespace`, `fingerprint`, `cached`, `elapsedSeconds`.
+
+    Raises WhatIfError (a ValueError with `.field` and `.message`) for bad input.
+    """
+    started = time.perf_counter()
+    if node:
+        nodes = [node] if nodes is None else [*list(nodes), node]
+    options = parse_options(
+        nodes=nodes,
+        node_selector=node_selector,
+        count=count,
+        assume=assume,
+        features=features,
+        explain=explain,
+    )
+    parsed = parse_input(source, namespace=namespace, lookup=lookup_object)
+    fingerprint = current_fingerprint()
+    quotas = namespace_quotas(parsed.namespace)
+    key = _cache_key(parsed, options, fingerprint, quotas)
+    if use_cache:
+        hit = cache.get(key)
+        if hit is not None:
+            answer = dict(hit)
+            answer["cached"] = True
+            answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
+            _observe(time.perf_counter() - started)
+            return answer
+    state, slice_cache = cluster_state(fingerprint=fingerprint)
+    view = build_view(state, slice_cache, options.assume)
+    answer = answer_for(parsed, options=options, view=view, quotas=quotas, progress=progress)
+    answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
+    if use_cache:
+        cache.set(key, answer, RESULT_CACHE_SECONDS)
+    answer = dict(answer)
+    answer["cached"] = False
+    _observe(time.perf_counter() - started)
+    return answer
+
+
+def answer_for(
+    parsed: ParsedInput,
+    *,
+    options: Options,
+    view: ClusterView,
+    quotas: list[tuple[str, JSON, JSON]],
+    progress: Progress | None = None,
+    simulation: Simulation | None = None,
+) -> JSON:
+    """The answer for parsed input over a cluster view (no database access)."""
+    sim = simulation or Simulation(view, features=options.feature_set())
+    simulated = parsed.simulated
+    if simulated:
+        answer = evaluate(
+            sim, simulated, options=options, tolerations=parsed.tolerations, progress=progress
+        )
+    else:
+        answer = {
+            "fits": None,
+            "nodes": [],
+            "placements": [],
+            "summary": None,
+            "headroom": None,
+            "reasons": ["classic (v1alpha2) claims are allocated by their driver, not simulated"],
+            "best": [],
+            "diagnosis": None,
+        }
+    answer["quota"] = admission(
+        parsed.claims,
+        namespace=parsed.namespace,
+        quotas=quotas,
+        classes=view.classes,
+        copies=options.count,
+    )
+    answer["claims"] = [
+        {
+            "claim": c.ref,
+            "source": c.source,
+            "existing": c.existing,
+            "driverAllocated": c.classic,
+        }
+        for c in parsed.claims
+    ]
+    answer["driverAllocated"] = [c.ref for c in parsed.classic]
+    answer["simulated"] = bool(simulated)
+    answer["assumed"] = list(view.assumed)
+    answer["namespace"] = parsed.namespace
+    answer["fingerprint"] = view.fingerprint
+    return answer

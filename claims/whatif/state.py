@@ -1,0 +1,246 @@
+"""The cluster as what-if sees it: the last database read, cached by fingerprint, plus assumptions.
+
+Reading a 1,000-node cluster and parsing its slices costs far more than a what-if itself, so the
+last `ClusterState` is kept in the process with the `SliceCache` that parsed its slices; a cheap
+fingerprint query decides whether it is still current. Assumed changes (`assume`) never touch
+that cached state: they build a `ClusterView` that shares every unchanged object with it, so
+unchanged slices stay parsed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from claims.allocator import SelectorCache, SliceCache
+from claims.snapshot import ClusterState, consistent_read, read_cluster_state
+from claims.whatif.inputs import JSON, WhatIfError
+
+# Selector results are keyed by device content, which stays valid across cluster states; a cache
+# past this many entries is dropped so a long-lived worker's memory stays bounded.
+_SELECTOR_CACHE_LIMIT = 500_000
+
+_lock = threading.Lock()
+_cached: tuple[ClusterState, SliceCache] | None = None
+_selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
+
+
+@dataclass
+class ClusterView:
+    """Allocator inputs for one what-if: the cluster state with assumed changes applied."""
+
+    nodes: list[JSON]
+    classes: list[JSON]
+    slices: list[JSON]
+    allocated_claims: list[JSON]
+    fingerprint: str
+    slice_cache: SliceCache
+    classic_claims: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+
+
+def current_fingerprint() -> str:
+    """The fingerprint `read_cluster_state` would compute, from (uid, resourceVersion) only."""
+    from claims.models import ResourceClaim
+    from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
+
+    digest = hashlib.sha256()
+    with consistent_read():
+        for model in (Node, DeviceClass, DeviceTaintRule, ResourceSlice, ResourceClaim):
+            for uid, rv in model.objects.order_by("uid").values_list("uid", "resource_version"):
+                digest.update(f"{uid}@{rv};".encode())
+    return digest.hexdigest()
+
+
+def cluster_state(*, fingerprint: str | None = None) -> tuple[ClusterState, SliceCache]:
+    """The current state and its slice cache, read again only when the fingerprint changed."""
+    global _cached
+    wanted = fingerprint or current_fingerprint()
+    with _lock:
+        cached = _cached
+    if cached is not None and cached[0].fingerprint == wanted:
+        return cached
+    state = read_cluster_state()
+    entry = (state, SliceCache())
+    with _lock:
+        _cached = entry
+    return entry
+
+
+def forget_cluster_state() -> None:
+    """Drop the cached state (tests that rewrite the database between requests)."""
+    global _cached
+    with _lock:
+        _cached = None
+
+
+def selector_cache(*, consumable_capacity: bool, list_type_attributes: bool) -> SelectorCache:
+    """The process-wide selector cache for one set of CEL options."""
+    key = (consumable_capacity, list_type_attributes)
+    with _lock:
+        cache = _selector_caches.get(key)
+        if cache is None or len(getattr(cache, "_results", ())) > _SELECTOR_CACHE_LIMIT:
+            cache = SelectorCache(
+                consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes
+            )
+            _selector_caches[key] = cache
+        return cache
+
+
+def _name(obj: JSON) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _slice_pool(obj: JSON) -> tuple[str, str]:
+    spec = obj.get("spec") or {}
+    return str(spec.get("driver") or ""), str((spec.get("pool") or {}).get("name") or "")
+
+
+def build_view(state: ClusterState, slice_cache: SliceCache, assume: Sequence[JSON]) -> ClusterView:
+    """Apply assumed changes in order; unknown names are a WhatIfError naming the change."""
+    view = ClusterView(
+        nodes=list(state.nodes),
+        classes=list(state.classes),
+        slices=list(state.slices),
+        allocated_claims=list(state.allocated_claims),
+        fingerprint=state.fingerprint,
+        slice_cache=slice_cache,
+        classic_claims=list(state.classic_claims),
+    )
+    for index, change in enumerate(assume):
+        where = f"assume[{index}]"
+        op = change["op"]
+        if op == "release-claim":
+            _release_claim(view, change["claim"], where=where)
+        elif op == "remove-node":
+            _remove_node(view, change["node"], where=where)
+        elif op == "add-nodes":
+            _add_nodes(view, change["like"], change["count"], where=where)
+        elif op in {"taint-device", "untaint-device"}:
+            _retaint(view, change, where=where)
+        elif op == "drop-pool":
+            _drop_pool(view, change["pool"], where=where)
+        view.assumed.append(describe_change(change))
+    return view
+
+
+def describe_change(change: JSON) -> str:
+    """One line for the answer: what was assumed."""
+    op = change["op"]
+    if op == "release-claim":
+        return f"claim {change['claim']} released"
+    if op == "remove-node":
+        return f"node {change['node']} removed"
+    if op == "add-nodes":
+        return f"{change['count']} node(s) like {change['like']} added"
+    if op == "taint-device":
+        return f"device {change['device']} tainted {change['taint']['key']}"
+    if op == "untaint-device":
+        return f"device {change['device']} untainted {change['key'] or '(all taints)'}"
+    return f"pool {change['pool']} dropped"
+
+
+def _release_claim(view: ClusterView, ref: str, *, where: str) -> None:
+    namespace, _, name = ref.partition("/")
+    kept = [
+        c
+        for c in view.allocated_claims
+        if ((c.get("metadata") or {}).get("namespace"), _name(c)) != (namespace, name)
+    ]
+    if len(kept) == len(view.allocated_claims):
+        raise WhatIfError(f"{where}.claim", f"no allocated ResourceClaim {ref}")
+    view.allocated_claims = kept
+
+
+def _remove_node(view: ClusterView, node: str, *, where: str) -> None:
+    if not any(_name(n) == node for n in view.nodes):
+        raise WhatIfError(f"{where}.node", f"no node {node}")
+    view.nodes = [n for n in view.nodes if _name(n) != node]
+    # The node's own slices go with it; its claims' devices are then gone too.
+    view.slices = [s for s in view.slices if (s.get("spec") or {}).get("nodeName") != node]
+
+
+def _add_nodes(view: ClusterView, like: str, count: int, *, where: str) -> None:
+    template = next((n for n in view.nodes if _name(n) == like), None)
+    if template is None:
+        raise WhatIfError(f"{where}.like", f"no node {like}")
+    taken = {_name(n) for n in view.nodes}
+    local = [s for s in view.slices if (s.get("spec") or {}).get("nodeName") == like]
+    suffix = 0
+    for _ in range(count):
+        suffix += 1
+        while f"{like}-clone-{suffix}" in taken:
+            suffix += 1
+        new_name = f"{like}-clone-{suffix}"
+        taken.add(new_name)
+        node = copy.deepcopy(template)
+        meta = node.setdefault("metadata", {})
+        meta["name"] = new_name
+        meta["uid"] = f"whatif-{new_name}"
+        labels = meta.setdefault("labels", {})
+        if "kubernetes.io/hostname" in labels:
+            labels["kubernetes.io/hostname"] = new_name
+        view.nodes.append(node)
+        for original in local:
+            clone = copy.deepcopy(original)
+            clone["metadata"]["name"] = f"{_name(original)}-{new_name}"
+            spec = clone["spec"]
+            spec["nodeName"] = new_name
+            pool = spec.setdefault("pool", {})
+            pool_name = str(pool.get("name") or "")
+            pool["name"] = (
+                pool_name.replace(like, new_name)
+                if like in pool_name
+                else f"{pool_name}-{new_name}"
+            )
+            view.slices.append(clone)
+    view.nodes.sort(key=_name)
+
+
+def _find_device(view: ClusterView, device_id: str, *, where: str) -> list[int]:
+    parts = device_id.split("/")
+    driver, pool, device = parts[0], "/".join(parts[1:-1]), parts[-1]
+    found = [
+        index
+        for index, s in enumerate(view.slices)
+        if _slice_pool(s) == (driver, pool)
+        and any(d.get("name") == device for d in (s.get("spec") or {}).get("devices") or [])
+    ]
+    if not found:
+        raise WhatIfError(f"{where}.device", f"no device {device_id}")
+    return found
+
+
+def _retaint(view: ClusterView, change: JSON, *, where: str) -> None:
+    device_name = change["device"].split("/")[-1]
+    for index in _find_device(view, change["device"], where=where):
+        patched = copy.deepcopy(view.slices[index])
+        for device in patched["spec"].get("devices") or []:
+            if device.get("name") != device_name:
+                continue
+            taints = list(device.get("taints") or [])
+            if change["op"] == "taint-device":
+                taints.append(dict(change["taint"]))
+            else:
+                taints = [t for t in taints if change["key"] and t.get("key") != change["key"]]
+            if taints:
+                device["taints"] = taints
+            else:
+                device.pop("taints", None)
+        view.slices[index] = patched
+
+
+def _drop_pool(view: ClusterView, pool_id: str, *, where: str) -> None:
+    driver, _, pool = pool_id.partition("/")
+    kept = [s for s in view.slices if _slice_pool(s) != (driver, pool)]
+    if len(kept) == len(view.slices):
+        raise WhatIfError(f"{where}.pool", f"no pool {pool_id}")
+    view.slices = kept
+
+
+def with_fingerprint(view: ClusterView, fingerprint: str) -> ClusterView:
+    """A copy of the view under another fingerprint (diagnosis runs reuse one view)."""
+    return replace(view, fingerprint=fingerprint)
