@@ -171,6 +171,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Devices managed by Kubernetes Dynamic Resource Allocation, claims and what-if.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and docs follow the API's own rule: signed-in users, or everyone with PUBLIC_READ.
+    "SERVE_PERMISSIONS": ["dashboard.permissions.ReadOnlyViewer"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
