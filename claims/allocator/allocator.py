@@ -221,14 +221,18 @@ def _build_config(run: Run, claim_index: int) -> list[JSON]:
         device_class = data.device_class
         if device_class is None:
             continue
-        class_name = (device_class.get("metadata") or {}).get("name", "")
+        class_config = (device_class.get("spec") or {}).get("config")
+        if not class_config:
+            # Nothing to add now or to extend later.
+            continue
+        class_name = data.class_name
         existing = class_ranges.get(class_name)
         if existing is not None:
             for index in range(*existing):
                 config[index]["requests"].append(data.request_name)
             continue
         start = len(config)
-        for entry in (device_class.get("spec") or {}).get("config") or []:
+        for entry in class_config:
             config.append(
                 {
                     "source": "FromClass",
@@ -237,6 +241,8 @@ def _build_config(run: Run, claim_index: int) -> list[JSON]:
                 }
             )
         class_ranges[class_name] = (start, len(config))
+    if not config and not claim.config:
+        return config
 
     names = _selected_names(run, claim_index)
     for entry in claim.config:
