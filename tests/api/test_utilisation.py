@@ -1,0 +1,182 @@
+"""Utilisation numbers against the hand-built cluster, whose answers are known by construction."""
+
+from __future__ import annotations
+
+from inventory.models import Device, Pool
+from inventory.services import (
+    annotate_device_state,
+    capacity_usage,
+    class_utilisation,
+    counter_usage,
+    pool_utilisation,
+)
+from tests import factories as f
+from tests.api.conftest import results
+
+
+def _pool(name: str) -> Pool:
+    return Pool.objects.get(name=name)
+
+
+def test_device_states(cluster) -> None:
+    """Each device of the fixture has the state its allocations and taints give it."""
+    states = dict(
+        annotate_device_state(Device.objects.all())
+        .values_list("name", "state")
+        .filter(pool_name__in=["node-a", "node-a-net"])
+    )
+    assert states == {
+        "gpu-0": "allocated",
+        "gpu-1": "allocated",
+        "gpu-2": "tainted",
+        "gpu-3": "tainted",
+        "gpu-4": "free",
+        "nic-0": "shared",
+    }
+    node_b = dict(
+        annotate_device_state(Device.objects.filter(pool_name="node-b")).values_list(
+            "name", "state"
+        )
+    )
+    assert node_b == {"gpu-0": "admin", "gpu-1": "free"}
+
+
+def test_device_flags(cluster) -> None:
+    """The boolean columns say why: admin access, rule taints and sharing are kept apart."""
+    rows = {
+        d.key: d
+        for d in annotate_device_state(Device.objects.filter(driver__in=["gpu.example.com"]))
+    }
+    monitored = rows["gpu.example.com/node-b/gpu-0"]
+    assert monitored.admin_access and not monitored.allocated and not monitored.is_tainted
+    ruled = rows["gpu.example.com/node-a/gpu-2"]
+    assert ruled.is_tainted and not ruled.tainted  # tainted by a DeviceTaintRule only
+
+
+def test_taint_rule_with_effect_none_does_not_taint(cluster) -> None:
+    """A DeviceTaintRule with effect None is informational and leaves devices free."""
+    f.create(f.taint_rule_object("note", driver="gpu.example.com", pool="node-b", effect="None"))
+    state = annotate_device_state(Device.objects.filter(pool_name="node-b", name="gpu-1"))
+    assert state.get().state == "free"
+
+
+def test_pool_utilisation(cluster) -> None:
+    """Per pool: total, allocated, shared, admin, tainted and free device counts."""
+    rows = {
+        p.name: (
+            p.devices_total,
+            p.devices_allocated,
+            p.devices_shared,
+            p.devices_admin,
+            p.devices_tainted,
+            p.devices_free,
+        )
+        for p in pool_utilisation(Pool.objects.all())
+    }
+    assert rows == {
+        "node-a": (5, 2, 0, 0, 2, 1),
+        "node-b": (2, 0, 0, 1, 0, 2),
+        "node-a-mig": (3, 2, 0, 0, 0, 1),
+        "node-a-net": (1, 1, 1, 0, 0, 0),
+    }
+
+
+def test_pool_utilisation_counts_only_the_current_generation(cluster) -> None:
+    """After a new generation of a pool's slice, devices of the old generation are not counted."""
+    old = cluster[("ResourceSlice", "node-a-gpu")]
+    newer = f.slice_object(
+        "node-a-gpu-gen2",
+        driver="gpu.example.com",
+        pool="node-a",
+        node="node-a",
+        generation=2,
+        devices=[f.device_entry("gpu-0"), f.device_entry("gpu-9")],
+    )
+    f.create(newer)
+    assert old["spec"]["pool"]["generation"] == 1
+    pool = pool_utilisation(Pool.objects.filter(name="node-a")).get()
+    assert (pool.devices_total, pool.devices_allocated, pool.devices_free) == (2, 1, 1)
+
+
+def test_class_utilisation(cluster) -> None:
+    """A driver-selector class counts its driver's devices; a CEL-only class is not counted."""
+    report = class_utilisation()
+    by_name = {entry["name"]: entry for entry in report["classes"]}
+    assert by_name["gpu.example.com"]["driver"] == "gpu.example.com"
+    assert by_name["gpu.example.com"]["devices"] == {
+        "total": 7,
+        "allocated": 2,
+        "shared": 0,
+        "admin": 1,
+        "tainted": 2,
+        "free": 3,
+    }
+    assert by_name["h100-only"]["driver"] is None
+    assert by_name["h100-only"]["devices"] is None
+    assert "approximate" in report["method"] or "CEL" in report["method"]
+
+
+def test_counter_usage(cluster) -> None:
+    """Two allocated 1g partitions consume 20Gi and 2 slices of the 80Gi / 7 counter set."""
+    usage = {(u["counter_set"], u["counter"]): u for u in counter_usage(_pool("node-a-mig"))}
+    memory = usage[("gpu-0-counters", "memory")]
+    assert (memory["capacity"], memory["consumed"], memory["available"]) == ("80Gi", "20Gi", "60Gi")
+    slices = usage[("gpu-0-counters", "slices")]
+    assert (slices["capacity"], slices["consumed"], slices["available"]) == ("7", "2", "5")
+
+
+def test_capacity_usage_of_a_shared_device(cluster) -> None:
+    """Two shares consuming 10G and 30G leave 60G of a 100G device."""
+    nic = Device.objects.get(name="nic-0")
+    (usage,) = capacity_usage(nic)
+    assert usage == {
+        "capacity": "bandwidth",
+        "value": "100G",
+        "consumed": "40G",
+        "available": "60G",
+        "allocations": 2,
+    }
+
+
+def test_capacity_usage_of_an_exclusive_device(cluster) -> None:
+    """An exclusively allocated device has all of its capacity consumed; a free one none."""
+    taken = Device.objects.get(pool_name="node-a", name="gpu-0")
+    free = Device.objects.get(pool_name="node-a", name="gpu-4")
+    assert capacity_usage(taken)[0]["available"] == "0"
+    assert capacity_usage(free)[0]["consumed"] == "0"
+
+
+def test_pool_utilisation_endpoint(api, cluster) -> None:
+    """/pools/{id}/utilisation/ gives the pool's counts and its counters."""
+    pool = _pool("node-a-mig")
+    body = api.get(f"/api/inventory/pools/{pool.pk}/utilisation/").json()
+    assert (body["devices_total"], body["devices_allocated"], body["devices_free"]) == (3, 2, 1)
+    assert {c["counter"]: c["available"] for c in body["counters"]} == {
+        "memory": "60Gi",
+        "slices": "5",
+    }
+
+
+def test_pools_utilisation_endpoint(api, cluster) -> None:
+    """/utilisation/pools/ lists every pool's counts and filters like the pool list."""
+    rows = results(api.get("/api/inventory/utilisation/pools/", {"driver": "gpu.example.com"}))
+    assert {r["name"]: r["devices_tainted"] for r in rows} == {"node-a": 2, "node-b": 0}
+
+
+def test_classes_utilisation_endpoint(api, cluster) -> None:
+    """/utilisation/classes/ says how it approximates and gives the counts per class."""
+    body = api.get("/api/inventory/utilisation/classes/").json()
+    assert body["method"]
+    assert {c["name"]: c["approximate"] for c in body["classes"]} == {
+        "gpu.example.com": True,
+        "h100-only": False,
+    }
+
+
+def test_device_detail_has_capacity_usage(api, cluster) -> None:
+    """A device's detail includes its consumable capacity usage."""
+    nic = Device.objects.get(name="nic-0")
+    body = api.get(f"/api/inventory/devices/{nic.pk}/").json()
+    assert body["state"] == "shared"
+    assert body["capacity_usage"][0]["available"] == "60G"
+    assert body["spec"]["allowMultipleAllocations"] is True
