@@ -103,18 +103,21 @@ def upsert_claim(obj: JSON, raw: JSON, result: BatchResult) -> None:
         ),
         owner_pod=next((str(o.get("name")) for o in owners if o.get("kind") == "Pod"), ""),
     )
-    row, changed = upsert_row(
+    row, changed, created = upsert_row(
         ResourceClaim,
         uid=object_uid(obj),
         columns=columns,
         namespace=str(meta.get("namespace", "")),
+        result=result,
     )
     if not changed:
         result.unchanged += 1
         return
-    assert isinstance(row, ResourceClaim)
-    _replace_allocation(row, results, status.get("devices") or [])
-    _replace_reservations(row, status.get("reservedFor") or [])
+    if not created:
+        row.allocated_devices.all().delete()
+        row.reservations.all().delete()
+    _add_allocation(row, results, status.get("devices") or [])
+    _add_reservations(row, status.get("reservedFor") or [])
     result.upserted += 1
     result.touch("claims", row.pk)
     result.touch(
@@ -122,14 +125,13 @@ def upsert_claim(obj: JSON, raw: JSON, result: BatchResult) -> None:
     )
 
 
-def _replace_allocation(
+def _add_allocation(
     row: ResourceClaim, results: list[Mapping[str, Any]], device_status: list[Mapping[str, Any]]
 ) -> None:
     statuses = {
         (s.get("driver"), s.get("pool"), s.get("device"), s.get("shareID") or ""): s
         for s in device_status
     }
-    row.allocated_devices.all().delete()
     rows = []
     for entry in results:
         share_id = str(entry.get("shareID") or "")
@@ -157,8 +159,7 @@ def _replace_allocation(
     AllocatedDevice.objects.bulk_create(rows)
 
 
-def _replace_reservations(row: ResourceClaim, reserved_for: list[Mapping[str, Any]]) -> None:
-    row.reservations.all().delete()
+def _add_reservations(row: ResourceClaim, reserved_for: list[Mapping[str, Any]]) -> None:
     Reservation.objects.bulk_create(
         Reservation(
             claim=row,
@@ -182,11 +183,12 @@ def upsert_template(obj: JSON, raw: JSON, result: BatchResult) -> None:
     meta = obj["metadata"]
     columns = meta_columns(raw, obj)
     columns["device_classes"] = device_classes_of(((obj.get("spec") or {}).get("spec")) or {})
-    row, changed = upsert_row(
+    row, changed, _ = upsert_row(
         ResourceClaimTemplate,
         uid=object_uid(obj),
         columns=columns,
         namespace=str(meta.get("namespace", "")),
+        result=result,
     )
     count_change(result, changed, "templates", row.pk)
 
@@ -212,8 +214,12 @@ def upsert_pod(obj: JSON, raw: JSON, result: BatchResult) -> None:
         container_claims=containers,
         claim_statuses=status.get("resourceClaimStatuses") or [],
     )
-    row, changed = upsert_row(
-        PodModel, uid=object_uid(obj), columns=columns, namespace=str(meta.get("namespace", ""))
+    row, changed, _ = upsert_row(
+        PodModel,
+        uid=object_uid(obj),
+        columns=columns,
+        namespace=str(meta.get("namespace", "")),
+        result=result,
     )
     count_change(result, changed, "pods", row.pk)
 
@@ -225,11 +231,12 @@ def upsert_quota(obj: JSON, raw: JSON, result: BatchResult) -> None:
         (obj.get("status") or {}).get("hard") or (obj.get("spec") or {}).get("hard") or {}
     )
     columns["used"] = (obj.get("status") or {}).get("used") or {}
-    row, changed = upsert_row(
+    row, changed, _ = upsert_row(
         ResourceQuota,
         uid=object_uid(obj),
         columns=columns,
         namespace=str(meta.get("namespace", "")),
+        result=result,
     )
     count_change(result, changed, "quotas", row.pk)
 
@@ -240,11 +247,12 @@ def upsert_scheduling_context(obj: JSON, raw: JSON, result: BatchResult) -> None
     columns = meta_columns(raw, obj)
     columns["selected_node"] = str(spec.get("selectedNode") or "")
     columns["potential_nodes"] = spec.get("potentialNodes") or []
-    row, changed = upsert_row(
+    row, changed, _ = upsert_row(
         PodSchedulingContext,
         uid=object_uid(obj),
         columns=columns,
         namespace=str(meta.get("namespace", "")),
+        result=result,
     )
     count_change(result, changed, "pods", row.pk)
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
@@ -38,6 +38,15 @@ JSON = dict[str, Any]
 
 
 @dataclass
+class Prefetch:
+    """Rows of one kind loaded once for a bulk batch, so each object needs no lookup query."""
+
+    rows: dict[str, KubeObject]
+    names: set[tuple[str, str]]
+    has_skips: bool
+
+
+@dataclass
 class BatchResult:
     """What a batch did: counts, skipped objects and changed ids per live-update topic."""
 
@@ -46,6 +55,8 @@ class BatchResult:
     deleted: int = 0
     skipped: list[str] = field(default_factory=list)
     changed: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    prefetch: Prefetch | None = field(default=None, repr=False)
+    dirty_pools: set[int] = field(default_factory=set, repr=False)
 
     def touch(self, topic: str, *ids: object) -> None:
         self.changed[topic].update(str(i) for i in ids)
@@ -111,24 +122,61 @@ def object_uid(obj: Mapping[str, Any]) -> str:
     return f"nouid:{obj.get('kind', '')}:{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
+class Upserted(NamedTuple):
+    row: Any
+    changed: bool
+    created: bool
+
+
+def find_row(model: type[KubeObject], uid: str, result: BatchResult | None) -> Any:
+    if result is not None and result.prefetch is not None:
+        return result.prefetch.rows.get(uid)
+    return model.objects.filter(uid=uid).first()
+
+
 def upsert_row(
-    model: type[KubeObject], *, uid: str, columns: JSON, namespace: str | None = None
-) -> tuple[KubeObject, bool]:
-    """Create or update the row for `uid`; returns (row, changed). Unchanged rows stay."""
-    lookup: JSON = {"name": columns["name"]}
-    if namespace is not None:
-        lookup["namespace"] = namespace
-    row = model.objects.filter(uid=uid).first()
+    model: type[KubeObject],
+    *,
+    uid: str,
+    columns: JSON,
+    namespace: str | None = None,
+    result: BatchResult | None = None,
+) -> Upserted:
+    """Create or update the row for `uid`. Unchanged rows are not written."""
+    row = find_row(model, uid, result)
+    created = row is None
     if row is None:
-        # A recreated object has a new uid under the same name: the old row goes.
-        model.objects.filter(**lookup).delete()
+        prefetch = result.prefetch if result is not None else None
+        if prefetch is None or (namespace or "", columns["name"]) in prefetch.names:
+            # A recreated object has a new uid under the same name: the old row goes.
+            lookup: JSON = {"name": columns["name"]}
+            if namespace is not None:
+                lookup["namespace"] = namespace
+            model.objects.filter(**lookup).delete()
         row = model(uid=uid, **({"namespace": namespace} if namespace is not None else {}))
+        if prefetch is not None:
+            prefetch.rows[uid] = row
     elif row.raw == columns["raw"]:
-        return row, False
+        return Upserted(row, False, False)
     for key, value in columns.items():
         setattr(row, key, value)
     row.save()
-    return row, True
+    return Upserted(row, True, created)
+
+
+def prefetch_rows(handler: KindHandler, uids: list[str]) -> Prefetch:
+    from inventory.models import SkippedObject as Skipped
+
+    rows: dict[str, KubeObject] = {}
+    for start in range(0, len(uids), 500):
+        for row in handler.model.objects.filter(uid__in=uids[start : start + 500]):
+            rows[row.uid] = row
+    fields = ["namespace", "name"] if handler.namespaced else ["name"]
+    names = {
+        (values[0], values[1]) if handler.namespaced else ("", values[0])
+        for values in handler.model.objects.values_list(*fields)
+    }
+    return Prefetch(rows, names, Skipped.objects.filter(kind=handler.kind).exists())
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
@@ -142,7 +190,7 @@ def upsert_node(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns = meta_columns(raw, obj)
     columns["ready"] = _is_ready(obj)
     columns["unschedulable"] = bool((obj.get("spec") or {}).get("unschedulable"))
-    row, changed = upsert_row(Node, uid=object_uid(obj), columns=columns)
+    row, changed, _ = upsert_row(Node, uid=object_uid(obj), columns=columns, result=result)
     count_change(result, changed, "nodes", row.name)
 
 
@@ -157,7 +205,7 @@ def upsert_device_class(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns["selectors"] = spec.get("selectors") or []
     columns["config"] = spec.get("config") or []
     columns["extended_resource_name"] = spec.get("extendedResourceName") or ""
-    row, changed = upsert_row(DeviceClass, uid=object_uid(obj), columns=columns)
+    row, changed, _ = upsert_row(DeviceClass, uid=object_uid(obj), columns=columns, result=result)
     count_change(result, changed, "classes", row.pk)
 
 
@@ -174,7 +222,7 @@ def upsert_resource_class(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns["driver_name"] = str(
         obj.get("driverName") or (obj.get("classic") or {}).get("driverName") or ""
     )
-    row, changed = upsert_row(ResourceClass, uid=object_uid(obj), columns=columns)
+    row, changed, _ = upsert_row(ResourceClass, uid=object_uid(obj), columns=columns, result=result)
     count_change(result, changed, "classes", row.pk)
 
 
@@ -186,7 +234,9 @@ def upsert_taint_rule(obj: JSON, raw: JSON, result: BatchResult) -> None:
     columns["pool_name"] = selector.get("pool") or ""
     columns["device_name"] = selector.get("device") or ""
     columns["taint"] = spec.get("taint") or {}
-    row, changed = upsert_row(DeviceTaintRule, uid=object_uid(obj), columns=columns)
+    row, changed, _ = upsert_row(
+        DeviceTaintRule, uid=object_uid(obj), columns=columns, result=result
+    )
     count_change(result, changed, "devices", "*")
 
 
@@ -215,7 +265,7 @@ def upsert_resource_slice(obj: JSON, raw: JSON, result: BatchResult) -> None:
     driver = str(spec.get("driver", ""))
     pool_name = str(pool_spec.get("name", ""))
     uid = object_uid(obj)
-    existing = ResourceSlice.objects.filter(uid=uid).first()
+    existing = find_row(ResourceSlice, uid, result)
     if existing is not None and existing.raw == raw:
         result.unchanged += 1
         return
@@ -234,22 +284,22 @@ def upsert_resource_slice(obj: JSON, raw: JSON, result: BatchResult) -> None:
         shared_counters=spec.get("sharedCounters") or [],
         classic="classic" in obj,
     )
-    row, _ = upsert_row(ResourceSlice, uid=uid, columns=columns)
-    assert isinstance(row, ResourceSlice)
-    _sync_devices(row, pool, spec, result)
-    _sync_counter_sets(row, pool, spec)
-    refresh_pool(pool, result)
-    if old_pool_id is not None and old_pool_id != pool.pk:
-        refresh_pool(Pool.objects.get(pk=old_pool_id), result)
+    row, _, created = upsert_row(ResourceSlice, uid=uid, columns=columns, result=result)
+    _sync_devices(row, pool, spec, result, created=created)
+    _sync_counter_sets(row, pool, spec, created=created)
+    # Pools are recomputed once per batch, however many of their slices it carries.
+    result.dirty_pools.add(pool.pk)
+    if old_pool_id is not None:
+        result.dirty_pools.add(old_pool_id)
     result.upserted += 1
     result.touch("slices", row.pk)
 
 
 def _sync_devices(
-    row: ResourceSlice, pool: Pool, spec: Mapping[str, Any], result: BatchResult
+    row: ResourceSlice, pool: Pool, spec: Mapping[str, Any], result: BatchResult, *, created: bool
 ) -> None:
     # Update devices in place so their ids stay stable for the live UI and links.
-    existing = {device.name: device for device in row.devices.all()}
+    existing = {} if created else {device.name: device for device in row.devices.all()}
     wanted: dict[str, JSON] = {}
     for device in spec.get("devices") or []:
         wanted[str(device["name"])] = _device_columns(device, spec)
@@ -299,9 +349,11 @@ def _sync_devices(
 _DEVICE_UPDATE_FIELDS = list(_device_columns({}, {}).keys())
 
 
-def _sync_counter_sets(row: ResourceSlice, pool: Pool, spec: Mapping[str, Any]) -> None:
+def _sync_counter_sets(
+    row: ResourceSlice, pool: Pool, spec: Mapping[str, Any], *, created: bool
+) -> None:
     wanted = {str(cs["name"]): cs.get("counters") or {} for cs in spec.get("sharedCounters") or []}
-    existing = {cs.name: cs for cs in row.counter_sets.all()}
+    existing = {} if created else {cs.name: cs for cs in row.counter_sets.all()}
     for name, counters in wanted.items():
         current = existing.pop(name, None)
         if current is None:
@@ -352,11 +404,10 @@ def refresh_pool(pool: Pool, result: BatchResult) -> None:
 
 def delete_resource_slice(row: KubeObject, result: BatchResult) -> None:
     assert isinstance(row, ResourceSlice)
-    pool = row.pool
     result.touch("devices", *row.devices.values_list("pk", flat=True))
     result.touch("slices", row.pk)
+    result.dirty_pools.add(row.pool_id)
     row.delete()
-    refresh_pool(pool, result)
 
 
 def count_change(result: BatchResult, changed: bool, topic: str, pk: object) -> None:
@@ -441,10 +492,11 @@ def _apply_one(
     except (ValueError, KeyError, TypeError) as exc:
         _record_skip(kind, raw, exc, result)
         return
-    meta = obj.get("metadata") or {}
-    SkippedObject.objects.filter(
-        kind=kind, namespace=meta.get("namespace") or "", name=meta.get("name") or ""
-    ).delete()
+    if result.prefetch is None or result.prefetch.has_skips:
+        meta = obj.get("metadata") or {}
+        SkippedObject.objects.filter(
+            kind=kind, namespace=meta.get("namespace") or "", name=meta.get("name") or ""
+        ).delete()
 
 
 def apply_events(
@@ -455,8 +507,7 @@ def apply_events(
     with transaction.atomic():
         for event_type, raw in events:
             _apply_one(kind, event_type, raw, result)
-        if publish:
-            _publish(result)
+        _finish(result, publish=publish)
     return result
 
 
@@ -465,11 +516,13 @@ def upsert_events(
 ) -> BatchResult:
     """Upsert (raw, normalized-or-None) objects of one kind in one transaction."""
     result = BatchResult()
+    pairs = list(pairs)
     with transaction.atomic():
+        result.prefetch = prefetch_rows(handler_for(kind), [object_uid(raw) for raw, _ in pairs])
         for raw, obj in pairs:
             _apply_one(kind, "ADDED", raw, result, obj)
-        if publish:
-            _publish(result)
+        result.prefetch = None
+        _finish(result, publish=publish)
     return result
 
 
@@ -487,11 +540,13 @@ def replace_all(
     """
     handler = handler_for(kind)
     result = BatchResult()
+    pairs = list(pairs)
     with transaction.atomic():
-        seen: set[str] = set()
+        seen = {object_uid(raw) for raw, _ in pairs}
+        result.prefetch = prefetch_rows(handler, list(seen))
         for raw, obj in pairs:
             _apply_one(kind, "ADDED", raw, result, obj)
-            seen.add(object_uid(raw))
+        result.prefetch = None
         stored = handler.model.objects.all()
         if scope_namespace is not None:
             stored = stored.filter(namespace=scope_namespace)
@@ -501,9 +556,16 @@ def replace_all(
             for row in handler.model.objects.filter(pk__in=stale_pks[start : start + 500]):
                 handler.delete(row, result)
                 result.deleted += 1
-        if publish:
-            _publish(result)
+        _finish(result, publish=publish)
     return result
+
+
+def _finish(result: BatchResult, *, publish: bool) -> None:
+    for pool in Pool.objects.filter(pk__in=sorted(result.dirty_pools)):
+        refresh_pool(pool, result)
+    result.dirty_pools.clear()
+    if publish:
+        _publish(result)
 
 
 def _publish(result: BatchResult) -> None:
