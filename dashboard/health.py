@@ -78,7 +78,10 @@ def check_watchers(*, max_age: int, now: datetime | None = None) -> Check:
     if not cluster_configured():
         return Check("watchers", True, "no cluster configured: nothing is synced")
     now = now or timezone.now()
-    states = list(SyncState.objects.filter(served=True).values_list("kind", "heartbeat_at"))
+    try:
+        states = list(SyncState.objects.filter(served=True).values_list("kind", "heartbeat_at"))
+    except Exception as exc:  # not migrated yet, or the database went away after SELECT 1
+        return Check("watchers", False, f"cannot read the sync state: {_first_line(exc)}")
     if not states:
         if max_age == 0:
             return Check("watchers", True, "no watcher has reported yet (not enforced)")

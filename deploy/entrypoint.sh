@@ -1,0 +1,35 @@
+#!/bin/sh
+# Start one process of the DRA Dashboard image. Every process reads DASHBOARD_* variables.
+#   web      Daphne (ASGI: HTTP and websockets) on 0.0.0.0:${DASHBOARD_PORT:-8000}
+#   worker   Celery worker (watchers and what-if jobs)
+#   beat     Celery beat with django_celery_beat's DatabaseScheduler (run exactly one)
+#   migrate  apply database migrations, then exit (one-shot, before web/worker/beat)
+#   manage   any manage.py command, e.g. `manage createsuperuser`
+# Anything else is run as given.
+set -eu
+cd /app
+
+command="${1:-web}"
+[ "$#" -gt 0 ] && shift
+case "$command" in
+  web)
+    exec daphne --bind 0.0.0.0 --port "${DASHBOARD_PORT:-8000}" --proxy-headers \
+      dashboard.asgi:application "$@"
+    ;;
+  worker)
+    exec celery -A dashboard worker --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" "$@"
+    ;;
+  beat)
+    exec celery -A dashboard beat --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
+      --scheduler django_celery_beat.schedulers:DatabaseScheduler "$@"
+    ;;
+  migrate)
+    exec python manage.py migrate --noinput "$@"
+    ;;
+  manage)
+    exec python manage.py "$@"
+    ;;
+  *)
+    exec "$command" "$@"
+    ;;
+esac
