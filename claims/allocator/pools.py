@@ -218,7 +218,7 @@ class CapacityInfo:
         return info
 
 
-@dataclass
+@dataclass(eq=False)
 class SliceInfo:
     """A ResourceSlice reduced to what the allocator uses; `raw` keeps the object."""
 
@@ -406,8 +406,7 @@ class PoolBuilder:
         self._by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
         for info in all_slices:
             self._by_pool.setdefault((info.driver, info.pool), []).append(info)
-        # Shared with a SliceCache when there is one: the SliceInfos it holds stay alive, so
-        # their ids stay unique.
+        # Shared with a SliceCache when there is one.
         self._built: dict[tuple[Any, ...], Pool] = built if built is not None else {}
 
     def gather(self, slices_for_node: Sequence[SliceInfo], node: NodeInfo) -> list[Pool]:
@@ -474,11 +473,8 @@ class PoolBuilder:
     ) -> Pool:
         # Pools are immutable once built and depend only on their slices, so nodes served by the
         # same slices share one Pool object.
-        cache_key = (
-            self.features.PartitionableDevices,
-            tuple(id(s) for s in slices),
-            tuple(id(s) for s in all_for_pool or ()),
-        )
+        # SliceInfo compares by identity; holding the objects in the key keeps them alive.
+        cache_key = (self.features.PartitionableDevices, tuple(slices), tuple(all_for_pool or ()))
         pool = self._built.get(cache_key)
         if pool is None:
             pool = self._build_uncached(key, slices, all_for_pool)

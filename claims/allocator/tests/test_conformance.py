@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from claims.allocator import allocate_scenario
+from claims.allocator import SelectorCache, SliceCache, allocate_scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 UPSTREAM_DIR = REPO_ROOT / ".." / "shared" / "conformance" / "upstream"
@@ -43,3 +43,25 @@ def test_upstream_scenario(path: Path) -> None:
     else:
         assert output["error"] == ""
         assert drop_empty(output["results"]) == drop_empty(expect["results"])
+
+
+def test_upstream_scenarios_with_shared_caches() -> None:
+    """Sharing one slice cache and one selector cache per CEL option set changes no answer."""
+    slice_cache = SliceCache()
+    selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
+    cases = [json.loads(path.read_text()) for path in SCENARIO_FILES]
+    for case in cases * 2:
+        features = case["scenario"].get("features") or {}
+        key = (features.get("ConsumableCapacity", True), features.get("ListTypeAttributes", True))
+        selector_cache = selector_caches.setdefault(
+            key, SelectorCache(consumable_capacity=key[0], list_type_attributes=key[1])
+        )
+        output = allocate_scenario(
+            case["scenario"],
+            share_id_factory=lambda: FIXED_SHARE_ID,
+            selector_cache=selector_cache,
+            slice_cache=slice_cache,
+        )
+        expect = case["expect"]
+        assert bool(output["error"]) == bool(expect["error"]), case["name"]
+        assert drop_empty(output["results"]) == drop_empty(expect["results"]), case["name"]
