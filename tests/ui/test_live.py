@@ -38,7 +38,12 @@ async def connect(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[Any, b
 
 def free_device_and_claim() -> tuple[dict[str, Any], Device, Pool]:
     objects = load_demo(nodes=4, seed=2)
-    device = annotate_device_state(Device.objects.filter(current=True)).filter(state="free").first()
+    device = (
+        annotate_device_state(Device.objects.filter(current=True))
+        .filter(state="free")
+        .exclude(node_name="")
+        .first()
+    )
     assert device is not None
     return pending_claim(objects), device, device.pool
 
@@ -93,13 +98,15 @@ async def test_signed_in_pool_page_hears_an_allocation_after_commit(viewer_user)
     assert ok_mine and ok_theirs
     allocated = allocate(claim, driver=device.driver, pool=device.pool_name, device=device.name)
     await sync_to_async(upsert_events)("ResourceClaim", [(allocated, None)])
-    received = []
-    while not await mine.receive_nothing(timeout=0.3):
-        received.append(await mine.receive_json_from())
-    topics = {(m["topic"], m["kind"]) for m in received}
-    assert (f"pool:{pool.pk}", "devices") in topics
-    assert (f"pool:{pool.pk}", "claims") in topics
-    assert ("overview", "claims") in topics
+    expected = {
+        (f"pool:{pool.pk}", "devices"),
+        (f"pool:{pool.pk}", "claims"),
+        ("overview", "claims"),
+    }
+    topics: set[tuple[str, str]] = set()
+    while not expected <= topics:
+        message = await mine.receive_json_from(timeout=3)
+        topics.add((message["topic"], message["kind"]))
     assert await theirs.receive_nothing(timeout=0.3)
     await mine.disconnect()
     await theirs.disconnect()
@@ -128,3 +135,25 @@ async def test_nothing_is_sent_before_the_batch_commits(viewer_user) -> None:
     assert await communicator.receive_nothing(timeout=0.5)
     await communicator.disconnect()
     await asyncio.sleep(0)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_namespace_and_node_topics_hear_only_their_own_claims(viewer_user) -> None:
+    """A claim allocated on a node in one namespace reaches that namespace's and node's topics,
+    not another namespace's."""
+    claim, device, _pool = await sync_to_async(free_device_and_claim)()
+    namespace = claim["metadata"]["namespace"]
+    headers = await sync_to_async(session_headers)(viewer_user)
+    ours, ok_ours = await connect(f"/ws/live/?topics=namespace:{namespace}", headers)
+    others, ok_others = await connect("/ws/live/?topics=namespace:no-such-namespace", headers)
+    node, ok_node = await connect(f"/ws/live/?topics=node:{device.node_name}", headers)
+    assert ok_ours and ok_others and ok_node and device.node_name
+    allocated = allocate(claim, driver=device.driver, pool=device.pool_name, device=device.name)
+    await sync_to_async(upsert_events)("ResourceClaim", [(allocated, None)])
+    message = await ours.receive_json_from(timeout=2)
+    assert message["topic"] == f"namespace:{namespace}" and message["kind"] == "claims"
+    node_message = await node.receive_json_from(timeout=2)
+    assert node_message["topic"] == f"node:{device.node_name}"
+    assert await others.receive_nothing(timeout=0.3)
+    for communicator in (ours, others, node):
+        await communicator.disconnect()
