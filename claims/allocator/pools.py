@@ -104,14 +104,15 @@ class DeviceInfo:
         self._node_selector: NodeSelector | None | bool = False
 
     def __getattr__(self, name: str) -> Any:
-        read = _LAZY_DEVICE_FIELDS.get(name)
-        if read is None:
+        # Called only for a slot not yet filled: fill all of them in one go.
+        if name not in _LAZY_DEVICE_FIELDS:
             raise AttributeError(name)
-        value = read(self.raw)
-        if name in ("attributes", "capacity_raw") and not isinstance(value, dict):
-            raise ScenarioError(f"{self.where} ({self.name}): {name.split('_')[0]} must be a map")
-        setattr(self, name, value)
-        return value
+        raw = self.raw
+        for field_name, read in _LAZY_DEVICE_FIELDS.items():
+            setattr(self, field_name, read(raw))
+        if not isinstance(self.attributes, dict) or not isinstance(self.capacity_raw, dict):
+            raise ScenarioError(f"{self.where} ({self.name}): attributes and capacity must be maps")
+        return getattr(self, name)
 
     @property
     def node_selector(self) -> NodeSelector | None:
@@ -529,7 +530,8 @@ class PoolBuilder:
         for group in (device_slices, not_targeting):
             for info in group:
                 for device in info.devices:
-                    if not device.consumes_counters_raw:
+                    # The raw check keeps devices the search never reaches unexpanded.
+                    if not device.raw.get("consumesCounters"):
                         continue
                     for set_name, counters in device.consumes_counters:
                         counter_set = counter_sets.get(set_name)
