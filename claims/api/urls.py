@@ -1,9 +1,9 @@
 """Routes of the claims API, mounted at /api/claims/ (kebab-case plural paths)."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 from rest_framework.routers import DefaultRouter
 
-from claims.api import views
+from claims.api import views, whatif
 
 app_name = "claims-api"
 
@@ -16,4 +16,9 @@ router.register("resource-quotas", views.ResourceQuotaViewSet)
 router.register("pod-scheduling-contexts", views.PodSchedulingContextViewSet)
 router.register("allocated-devices", views.AllocatedDeviceViewSet)
 
-urlpatterns: list[URLPattern | URLResolver] = [*router.urls]
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("what-if/", whatif.WhatIfView.as_view(), name="what-if"),
+    path("what-if/jobs/", whatif.WhatIfJobListView.as_view(), name="what-if-jobs"),
+    path("what-if/jobs/<str:job_id>/", whatif.WhatIfJobDetailView.as_view(), name="what-if-job"),
+    *router.urls,
+]

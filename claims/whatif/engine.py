@@ -7,6 +7,7 @@ nodes (and, for headroom, by all copies). Nothing here writes to the database.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from claims.allocator import (
     AllocatedState,
     AllocationError,
     Allocator,
+    DeviceID,
     Features,
     NodeAllocationError,
     NodeInfo,
@@ -57,6 +59,36 @@ class NodeVerdict:
             left = next(s.remaining for s in report.stages if s.stage == report.blocking_stage)
             total += stage_index + (left / report.wanted if report.wanted else 0.0)
         return total
+
+
+@dataclass
+class IndexedAllocatedState(AllocatedState):
+    """AllocatedState whose "is any share of this device allocated" is a set lookup.
+
+    The base class scans every shared allocation per question, which dominates on clusters with
+    thousands of shared devices; placements are only ever added through `add_allocated_claims`.
+    """
+
+    def __post_init__(self) -> None:
+        self._shared_base = {shared[:3] for shared in self.allocated_shared_device_ids}
+
+    def is_device_allocated(self, device_id: DeviceID) -> bool:
+        return (
+            device_id in self.allocated_devices
+            or device_id in self.aggregated_capacity
+            or device_id in self._shared_base
+        )
+
+    def add_allocated_claims(self, claims: Iterable[JSON], *, consumable_capacity: bool) -> None:
+        super().add_allocated_claims(claims, consumable_capacity=consumable_capacity)
+        self._shared_base = {shared[:3] for shared in self.allocated_shared_device_ids}
+
+    def copy(self) -> IndexedAllocatedState:
+        return IndexedAllocatedState(
+            allocated_devices=set(self.allocated_devices),
+            allocated_shared_device_ids=set(self.allocated_shared_device_ids),
+            aggregated_capacity={k: dict(v) for k, v in self.aggregated_capacity.items()},
+        )
 
 
 def _tolerates(tolerations: Sequence[JSON], taint: JSON) -> bool:
@@ -129,7 +161,7 @@ class Simulation:
         self.view = view
         self.features = features
         self.class_names = {str((c.get("metadata") or {}).get("name")) for c in view.classes}
-        state = AllocatedState()
+        state = IndexedAllocatedState()
         try:
             state.add_allocated_claims(
                 view.allocated_claims, consumable_capacity=features.ConsumableCapacity
@@ -149,16 +181,13 @@ class Simulation:
             # The stored cluster itself is malformed (a slice the allocator cannot read).
             raise WhatIfError("cluster", str(exc)) from exc
         self._base_state = state
+        # A simulation is reused by later requests on the same view; one user at a time.
+        self.lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
         """Forget placements recorded since construction: back to the cluster's allocations."""
-        base = self._base_state
-        self.allocator.allocated_state = AllocatedState(
-            allocated_devices=set(base.allocated_devices),
-            allocated_shared_device_ids=set(base.allocated_shared_device_ids),
-            aggregated_capacity={k: dict(v) for k, v in base.aggregated_capacity.items()},
-        )
+        self.allocator.allocated_state = self._base_state.copy()
         self.allocator._counter_cache.clear()  # noqa: SLF001
 
     def check_classes(self, claims: Iterable[InputClaim]) -> None:

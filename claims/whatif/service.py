@@ -10,8 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.cache import cache
@@ -25,6 +28,9 @@ from claims.whatif.state import ClusterView, build_view, cluster_state, current_
 log = logging.getLogger(__name__)
 
 RESULT_CACHE_SECONDS = 600
+_SIMULATIONS_KEPT = 4
+_simulations: OrderedDict[str, Simulation] = OrderedDict()
+_simulations_lock = threading.Lock()
 _CACHE_PREFIX = "whatif:result:"
 
 
@@ -60,6 +66,38 @@ def _observe(seconds: float) -> None:
             observe(seconds)
         except Exception:  # metrics must never fail a what-if
             log.exception("observe_whatif_seconds failed")
+
+
+@contextmanager
+def simulation_for(fingerprint: str, options: Options) -> Iterator[Simulation]:
+    """A Simulation for the cluster at `fingerprint` with the options' assumptions and features.
+
+    Simulations are kept (a few, most recent first) so that a repeated question reuses the pools
+    built for every node; one that another request is using is not shared: a new one is built.
+    """
+    key = json.dumps([fingerprint, options.assume, options.features], sort_keys=True)
+    with _simulations_lock:
+        sim = _simulations.get(key)
+    if sim is None or not sim.lock.acquire(blocking=False):
+        state, slice_cache = cluster_state(fingerprint=fingerprint)
+        view = build_view(state, slice_cache, options.assume)
+        sim = Simulation(view, features=options.feature_set())
+        sim.lock.acquire()
+        with _simulations_lock:
+            _simulations[key] = sim
+            _simulations.move_to_end(key, last=False)
+            while len(_simulations) > _SIMULATIONS_KEPT:
+                _simulations.popitem()
+    try:
+        yield sim
+    finally:
+        sim.lock.release()
+
+
+def forget_simulations() -> None:
+    """Drop kept simulations (tests)."""
+    with _simulations_lock:
+        _simulations.clear()
 
 
 def _cache_key(
@@ -151,9 +189,10 @@ def what_if(
             answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
             _observe(time.perf_counter() - started)
             return answer
-    state, slice_cache = cluster_state(fingerprint=fingerprint)
-    view = build_view(state, slice_cache, options.assume)
-    answer = answer_for(parsed, options=options, view=view, quotas=quotas, progress=progress)
+    with simulation_for(fingerprint, options) as sim:
+        answer = answer_for(
+            parsed, options=options, view=sim.view, quotas=quotas, progress=progress, simulation=sim
+        )
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if use_cache:
         cache.set(key, answer, RESULT_CACHE_SECONDS)

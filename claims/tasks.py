@@ -1,0 +1,127 @@
+"""Celery tasks of the claims app: asynchronous what-if jobs and pending-claim diagnoses.
+
+A what-if job keeps its state in the Django cache under its id (queued, running with progress,
+done with the answer, failed with the field at fault) and announces each update on the live layer
+(`whatif` topic, the job id). `refresh_diagnoses` recomputes the diagnoses of waiting claims; the
+sync asks for it with `schedule_diagnoses()` after a batch, which debounces: at most one queued
+run per `DIAGNOSIS_DEBOUNCE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from celery import current_app, shared_task
+from django.core.cache import cache
+
+log = logging.getLogger(__name__)
+
+JOB_CACHE_SECONDS = 3600
+DIAGNOSIS_DEBOUNCE_SECONDS = 5
+_JOB_PREFIX = "whatif:job:"
+_DEBOUNCE_KEY = "whatif:diagnoses:queued"
+_PROGRESS_INTERVAL = 0.5
+
+# Keys of a job request passed to claims.services.what_if.
+REQUEST_KEYS = ("yaml", "nodes", "nodeSelector", "count", "assume", "features", "namespace")
+
+
+def job_key(job_id: str) -> str:
+    return _JOB_PREFIX + job_id
+
+
+def get_job(job_id: str) -> dict[str, Any] | None:
+    """The stored job document, or None when unknown or expired."""
+    job = cache.get(job_key(job_id))
+    return job if isinstance(job, dict) else None
+
+
+def _store(job: dict[str, Any]) -> None:
+    from dashboard.live import publish_changes
+
+    cache.set(job_key(job["id"]), job, JOB_CACHE_SECONDS)
+    publish_changes({"whatif": [job["id"]]})
+
+
+def create_job(request: dict[str, Any]) -> dict[str, Any]:
+    """Store a queued job for `request` and queue it (run inline without a worker)."""
+    job = {
+        "id": uuid.uuid4().hex,
+        "status": "queued",
+        "progress": {"done": 0, "total": 0, "phase": ""},
+        "result": None,
+        "error": None,
+        "created": time.time(),
+    }
+    _store(job)
+    run_what_if_job.delay(job["id"], {k: request.get(k) for k in REQUEST_KEYS})
+    return get_job(job["id"]) or job
+
+
+@shared_task(ignore_result=True)
+def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
+    """Answer one what-if job; progress and the outcome go to the job document."""
+    from claims.services import WhatIfError, what_if
+
+    job = get_job(job_id)
+    if job is None:
+        log.info("what-if job %s expired before it ran", job_id)
+        return "gone"
+    job["status"] = "running"
+    _store(job)
+    last = [0.0]
+
+    def progress(done: int, total: int, phase: str) -> None:
+        now = time.monotonic()
+        if now - last[0] < _PROGRESS_INTERVAL and done < total:
+            return
+        last[0] = now
+        job["progress"] = {"done": done, "total": total, "phase": phase}
+        _store(job)
+
+    try:
+        job["result"] = what_if(
+            request.get("yaml"),
+            nodes=request.get("nodes"),
+            node_selector=request.get("nodeSelector"),
+            count=request.get("count") if request.get("count") is not None else 1,
+            assume=request.get("assume"),
+            features=request.get("features"),
+            namespace=request.get("namespace"),
+            progress=progress,
+        )
+        job["status"] = "done"
+    except WhatIfError as exc:
+        job["status"] = "failed"
+        job["error"] = exc.as_dict()
+    except (RecursionError, MemoryError) as exc:
+        job["status"] = "failed"
+        job["error"] = {"field": "yaml", "detail": f"input too complex: {type(exc).__name__}"}
+    _store(job)
+    return job["status"]
+
+
+@shared_task(ignore_result=True)
+def refresh_diagnoses(force: bool = False) -> dict[str, int]:
+    """Recompute the diagnoses of pending claims pods wait for (skipped if nothing changed)."""
+    from claims.services import refresh_diagnoses as refresh
+
+    cache.delete(_DEBOUNCE_KEY)
+    return refresh(force=force)
+
+
+def schedule_diagnoses() -> bool:
+    """Queue `refresh_diagnoses` unless one is already queued; call after a sync batch commits.
+
+    Returns True if a run was queued. Without a worker (eager Celery) nothing is queued: the
+    sync must not pay for diagnoses inline; the beat schedule (or a worker) catches up.
+    """
+    if current_app.conf.task_always_eager:
+        return False
+    if not cache.add(_DEBOUNCE_KEY, 1, DIAGNOSIS_DEBOUNCE_SECONDS * 4):
+        return False
+    refresh_diagnoses.apply_async(countdown=DIAGNOSIS_DEBOUNCE_SECONDS)
+    return True

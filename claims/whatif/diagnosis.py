@@ -1,0 +1,158 @@
+"""Diagnoses of pending claims: for each claim a pod waits for, why it does not fit (kept current).
+
+`refresh_diagnoses` reads the cluster once, builds one `Simulation`, asks it for every waiting
+claim (claims with the same spec share one answer) and writes `ResourceClaim.diagnosis` where it
+changed; claims nobody waits for any more lose theirs. It only writes those two columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from claims.whatif.engine import Simulation, evaluate
+from claims.whatif.inputs import JSON, InputClaim, WhatIfError
+from claims.whatif.options import Options
+from claims.whatif.state import build_view, cluster_state, current_fingerprint
+
+log = logging.getLogger(__name__)
+
+_LAST_RUN_KEY = "whatif:diagnoses:last"
+
+
+def waiting_claims() -> dict[tuple[str, str], list[JSON]]:
+    """(namespace, claim name) -> the unbound pods (name, tolerations) that wait for it."""
+    from claims.models import Pod
+
+    waiting: dict[tuple[str, str], list[JSON]] = {}
+    rows = Pod.objects.filter(node_name="").exclude(phase__in=["Succeeded", "Failed"])
+    for namespace, name, entries, statuses, obj in rows.values_list(
+        "namespace", "name", "resource_claims", "claim_statuses", "obj"
+    ):
+        generated = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in statuses or []
+            if s.get("resourceClaimName")
+        }
+        tolerations = ((obj or {}).get("spec") or {}).get("tolerations") or []
+        for entry in entries or []:
+            claim_name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
+            if claim_name:
+                waiting.setdefault((namespace, str(claim_name)), []).append(
+                    {"pod": name, "tolerations": tolerations}
+                )
+    return waiting
+
+
+def _compact(answer: JSON, pods: list[str], fingerprint: str) -> JSON:
+    summary = answer.get("summary") or {}
+    return {
+        "fits": answer.get("fits"),
+        "nodesChecked": summary.get("nodesChecked"),
+        "nodesFit": summary.get("nodesFit"),
+        "firstNode": summary.get("firstNode"),
+        "best": answer.get("best") or [],
+        "reasons": answer.get("reasons") or [],
+        "requests": (answer.get("diagnosis") or {}).get("requests") or [],
+        "pods": pods,
+        "fingerprint": fingerprint,
+    }
+
+
+def _spec_key(obj: JSON, tolerations: Any) -> str:
+    text = json.dumps([obj.get("spec"), tolerations], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def diagnose_all(*, force: bool = False) -> dict[str, int]:
+    """Recompute every waiting claim's diagnosis; returns counts (written, cleared, claims)."""
+    from claims.models import ResourceClaim
+
+    fingerprint = current_fingerprint()
+    waiting = waiting_claims()
+    run_key = hashlib.sha256(
+        json.dumps([fingerprint, sorted(map(list, waiting))], default=str).encode()
+    ).hexdigest()
+    if not force and cache.get(_LAST_RUN_KEY) == run_key:
+        return {"claims": 0, "written": 0, "cleared": 0, "skipped": 1}
+    pending = list(
+        ResourceClaim.objects.filter(state="pending").values_list(
+            "pk", "namespace", "name", "classic", "obj", "diagnosis"
+        )
+    )
+    targets = [row for row in pending if (row[1], row[2]) in waiting]
+    diagnoses: dict[int, JSON] = {}
+    sim: Simulation | None = None
+    by_spec: dict[str, JSON] = {}
+    for pk, namespace, name, classic, obj, _ in targets:
+        pods = waiting[(namespace, name)]
+        pod_names = sorted({p["pod"] for p in pods})
+        if classic:
+            diagnoses[pk] = {
+                "driverAllocated": True,
+                "reasons": ["classic (v1alpha2) claim: its driver allocates it, not the scheduler"],
+                "pods": pod_names,
+                "fingerprint": fingerprint,
+            }
+            continue
+        tolerations = pods[0]["tolerations"]
+        key = _spec_key(obj, tolerations)
+        answer = by_spec.get(key)
+        if answer is None:
+            if sim is None:
+                state, slice_cache = cluster_state(fingerprint=fingerprint)
+                view = build_view(state, slice_cache, [])
+                sim = Simulation(view, features=Options().feature_set())
+            claim = InputClaim(obj=obj, source=f"ResourceClaim {namespace}/{name}")
+            try:
+                answer = evaluate(
+                    sim, [claim], options=Options(), tolerations=tolerations, with_stranded=False
+                )
+            except WhatIfError as exc:
+                answer = {"fits": False, "error": exc.as_dict(), "reasons": [str(exc)]}
+            by_spec[key] = answer
+        compact = _compact(answer, pod_names, fingerprint)
+        if "error" in answer:
+            compact["error"] = answer["error"]
+        diagnoses[pk] = compact
+    written, cleared = _write(pending, diagnoses)
+    cache.set(_LAST_RUN_KEY, run_key, None)
+    return {"claims": len(diagnoses), "written": written, "cleared": cleared, "skipped": 0}
+
+
+def _same(old: Any, new: JSON) -> bool:
+    return isinstance(old, dict) and {k: v for k, v in old.items() if k != "fingerprint"} == {
+        k: v for k, v in new.items() if k != "fingerprint"
+    }
+
+
+def _write(pending: Iterable[tuple[Any, ...]], diagnoses: dict[int, JSON]) -> tuple[int, int]:
+    from claims.models import ResourceClaim
+    from dashboard.live import publish_changes
+
+    now = timezone.now()
+    changed: list[str] = []
+    written = 0
+    with transaction.atomic():
+        for pk, *_, old in pending:
+            new = diagnoses.get(pk)
+            if new is None or _same(old, new):
+                continue
+            ResourceClaim.objects.filter(pk=pk).update(diagnosis=new, diagnosed_at=now)
+            changed.append(str(pk))
+            written += 1
+        stale = ResourceClaim.objects.filter(diagnosis__isnull=False).exclude(
+            pk__in=list(diagnoses)
+        )
+        stale_pks = [str(pk) for pk in stale.values_list("pk", flat=True)]
+        cleared = stale.update(diagnosis=None, diagnosed_at=now)
+        changed.extend(stale_pks)
+        publish_changes({"claims": changed})
+    return written, cleared

@@ -1,0 +1,92 @@
+"""Benchmark: what-if for one 2-GPU claim over the 1,000-node demo cluster, and headroom.
+
+Run: .venv/bin/python tests/benchmarks/bench_whatif.py [--nodes 1000] [--runs 5]
+Prints: the cold what-if (first read of the cluster, CEL compiled and evaluated), the warm one
+(cluster state and selector results cached; result cache off), a cached answer, and headroom
+(copies of the claim placed one by one until the cluster is full). Set DASHBOARD_DATABASE_URL to
+measure on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import defaultdict
+
+from _django import peak_rss_mib, setup_fresh_database
+
+CLAIM = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: bench-two-gpus, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, count: 2}
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    database = setup_fresh_database()
+
+    from claims.services import what_if
+    from inventory.demo import generate_demo_cluster
+    from inventory.sync import HANDLERS, upsert_events
+
+    started = time.perf_counter()
+    by_kind: dict[str, list[dict]] = defaultdict(list)
+    for obj in generate_demo_cluster(nodes=args.nodes, seed=args.seed):
+        by_kind[str(obj.get("kind"))].append(obj)
+    order = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")
+    for kind in (*order, *sorted(set(by_kind) - set(order))):
+        if kind in HANDLERS:
+            upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
+    print(f"database: {database}")
+    print(f"loaded {args.nodes}-node demo cluster in {time.perf_counter() - started:.1f} s")
+
+    started = time.perf_counter()
+    answer = what_if(CLAIM, use_cache=False)
+    cold = time.perf_counter() - started
+    summary = answer["summary"]
+    print(
+        f"what-if cold: {cold * 1000:.0f} ms ({summary['nodesChecked']} nodes, "
+        f"{summary['nodesFit']} fit, first {summary['firstNode']})"
+    )
+    warm = []
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        what_if(CLAIM, use_cache=False)
+        warm.append(time.perf_counter() - started)
+    print(
+        f"what-if warm: median {statistics.median(warm) * 1000:.0f} ms over {args.runs} runs "
+        f"({statistics.median(warm) / max(summary['nodesChecked'], 1) * 1e6:.0f} us per node)"
+    )
+    what_if(CLAIM)
+    started = time.perf_counter()
+    cached = what_if(CLAIM)
+    print(
+        f"what-if answered from cache: {(time.perf_counter() - started) * 1000:.1f} ms "
+        f"(cached={cached['cached']})"
+    )
+    started = time.perf_counter()
+    full = what_if(CLAIM, count="max", use_cache=False, explain=False)
+    elapsed = time.perf_counter() - started
+    headroom = full["headroom"]
+    print(
+        f"headroom until full: {headroom['placed']} copies on "
+        f"{len(headroom['placements'])} nodes in {elapsed:.2f} s "
+        f"({elapsed / max(headroom['placed'], 1) * 1000:.2f} ms per copy); "
+        f"stranded free devices: {full['summary']['stranded']['total']}"
+    )
+    print(f"peak RSS: {peak_rss_mib():.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
