@@ -159,7 +159,7 @@ def overview_context() -> dict[str, Any]:
     from claims.choices import ClaimState
     from claims.models import ResourceClaim
     from inventory.models import Node, Pool, SyncState
-    from inventory.services import class_utilisation, driver_utilisation
+    from inventory.services import driver_utilisation
 
     drivers = driver_utilisation()
     totals = dict.fromkeys(("total", "allocated", "shared", "admin", "tainted", "free"), 0)
@@ -169,10 +169,7 @@ def overview_context() -> dict[str, Any]:
             totals[key] += counts.get(key, 0)
         rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
     nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
-    classes = class_utilisation()
-    for entry in classes["classes"]:
-        if entry["devices"]:
-            entry["segments"] = _segments(entry["devices"])
+    classes = class_counts(drivers)
     return {
         "totals": totals,
         "drivers": rows,
@@ -192,6 +189,32 @@ def overview_context() -> dict[str, Any]:
         "sync_states": list(SyncState.objects.all()),
         "chart": utilisation_chart(),
     }
+
+
+def class_counts(drivers: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """What `inventory.services.class_utilisation` reports, from driver counts already made.
+
+    The overview has just counted devices per driver; counting them again for the classes
+    would double the page's only expensive query.
+    """
+    from inventory.models import DeviceClass
+    from inventory.services import CLASS_APPROXIMATION, class_driver
+
+    entries = []
+    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
+        driver = class_driver(device_class)
+        counts = drivers.get(driver) if driver else None
+        if driver and counts is None:
+            counts = dict.fromkeys(("total", "allocated", "shared", "admin", "tainted", "free"), 0)
+        entries.append(
+            {
+                "name": device_class.name,
+                "driver": driver,
+                "devices": counts,
+                "segments": _segments(counts) if counts else [],
+            }
+        )
+    return {"method": CLASS_APPROXIMATION, "classes": entries}
 
 
 def _segments(counts: dict[str, int]) -> list[tuple[str, float]]:

@@ -174,3 +174,14 @@ def test_public_readers_get_no_live_socket(demo, client: Client, viewer_client: 
     settings.PUBLIC_READ = True
     assert client.get(reverse("overview")).context["live_topics"] == []
     assert viewer_client.get(reverse("overview")).context["live_topics"] == ["overview"]
+
+
+def test_overview_class_counts_match_the_service(demo, viewer_client: Client) -> None:
+    """The overview's per-class counts equal inventory.services.class_utilisation()."""
+    from inventory.services import class_utilisation
+
+    shown = viewer_client.get(reverse("overview")).context["classes"]["classes"]
+    expected = class_utilisation()["classes"]
+    assert [(c["name"], c["driver"], c["devices"]) for c in shown] == [
+        (c["name"], c["driver"], c["devices"]) for c in expected
+    ]
