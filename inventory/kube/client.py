@@ -269,9 +269,9 @@ def load_client(
     configuration = kube_client.Configuration()
     try:
         if in_cluster:
-            kube_config.load_incluster_config(client_configuration=configuration)
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            kube_config.load_kube_config(
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=str(kubeconfig) if kubeconfig else None,
                 context=context or None,
                 client_configuration=configuration,

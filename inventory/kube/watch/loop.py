@@ -76,7 +76,7 @@ class Backoff:
         self.attempt = 0
 
     def next(self) -> float:
-        delay = min(self.cap, self.base * 2**self.attempt)
+        delay = min(self.cap, self.base * 2.0**self.attempt)
         self.attempt = min(self.attempt + 1, 30)
         return delay / 2 + self.rng() * delay / 2
 
@@ -307,4 +307,5 @@ class KindWatcher:
 
 def stored_state(kind: str) -> SyncState | None:
     """The SyncState row of a kind, if any."""
-    return SyncState.objects.filter(kind=kind).first()
+    found: SyncState | None = SyncState.objects.filter(kind=kind).first()
+    return found

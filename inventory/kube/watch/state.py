@@ -60,7 +60,7 @@ class RateMeter:
 
 def claim_kind(kind: str, *, watcher: str) -> SyncState:
     """Make `watcher` the owner of the kind's SyncState row (after taking the lock)."""
-    state, _ = SyncState.objects.get_or_create(kind=kind)
+    state: SyncState = SyncState.objects.get_or_create(kind=kind)[0]
     SyncState.objects.filter(kind=kind).update(watcher=watcher, heartbeat_at=timezone.now())
     state.refresh_from_db()
     return state
