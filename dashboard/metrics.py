@@ -489,9 +489,13 @@ def whatif_metrics() -> list[Metric]:
 class DashboardCollector(Collector):
     """Everything under `dra_dashboard_`, computed from the database at each scrape."""
 
+    def __init__(self, *, now: datetime | None = None) -> None:
+        # A fixed `now` makes ages reproducible in tests; scrapes use the clock.
+        self.now = now
+
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
-        now = timezone.now()
+        now = self.now or timezone.now()
         yield from device_metrics()
         yield from counter_metrics()
         yield from capacity_metrics()
@@ -503,10 +507,10 @@ class DashboardCollector(Collector):
         yield duration
 
 
-def render_metrics() -> bytes:
-    """The exposition text of every dashboard metric, computed now."""
+def render_metrics(*, now: datetime | None = None) -> bytes:
+    """The exposition text of every dashboard metric, ages measured at `now` (default: now)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DashboardCollector())
+    registry.register(DashboardCollector(now=now))
     return generate_latest(registry)
 
 

@@ -1,0 +1,181 @@
+"""Expected metric values computed straight from the scenario objects, without dashboard code.
+
+Rules (resource.k8s.io semantics): only the highest generation of a pool counts; a device is
+allocated when a non admin-access allocation result names it; it is tainted when not allocated
+and it or a DeviceTaintRule carries a taint whose effect is not None.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+JSON = dict[str, Any]
+SCENARIO = Path(__file__).with_name("demo_cluster.yaml")
+_SUFFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_SUFFIXES.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
+
+
+def load_objects() -> list[JSON]:
+    return list(yaml.safe_load(SCENARIO.read_text()))
+
+
+def quantity(text: str) -> Fraction:
+    """The handful of quantity spellings the scenario uses (integer with a unit suffix)."""
+    digits = text.rstrip("kKMGTi")
+    return Fraction(int(digits)) * _SUFFIXES[text[len(digits) :]]
+
+
+def of_kind(objects: list[JSON], kind: str) -> list[JSON]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def current_slices(objects: list[JSON]) -> list[JSON]:
+    """Slices of the highest generation of their pool."""
+    slices = of_kind(objects, "ResourceSlice")
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        key = (s["spec"]["driver"], s["spec"]["pool"]["name"])
+        newest[key] = max(newest.get(key, 0), s["spec"]["pool"]["generation"])
+    return [
+        s
+        for s in slices
+        if s["spec"]["pool"]["generation"]
+        == newest[(s["spec"]["driver"], s["spec"]["pool"]["name"])]
+    ]
+
+
+def current_devices(objects: list[JSON]) -> list[tuple[str, str, JSON]]:
+    """(driver, pool, device) for devices in the highest generation of their pool."""
+    return [
+        (s["spec"]["driver"], s["spec"]["pool"]["name"], device)
+        for s in current_slices(objects)
+        for device in s["spec"].get("devices", [])
+    ]
+
+
+def allocation_results(objects: list[JSON]) -> list[JSON]:
+    results = []
+    for claim in of_kind(objects, "ResourceClaim"):
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        results.extend(allocation.get("devices", {}).get("results", []))
+    return results
+
+
+def held(objects: list[JSON]) -> set[tuple[str, str, str]]:
+    return {
+        (r["driver"], r["pool"], r["device"])
+        for r in allocation_results(objects)
+        if not r.get("adminAccess")
+    }
+
+
+def _tainted(objects: list[JSON], driver: str, pool: str, device: JSON) -> bool:
+    if any(t.get("effect") != "None" for t in device.get("taints", [])):
+        return True
+    for rule in of_kind(objects, "DeviceTaintRule"):
+        selector = rule["spec"]["deviceSelector"]
+        wanted = {"driver": driver, "pool": pool, "device": device["name"]}
+        if rule["spec"]["taint"]["effect"] != "None" and all(
+            selector.get(field) in (None, "", value) for field, value in wanted.items()
+        ):
+            return True
+    return False
+
+
+def pool_devices(objects: list[JSON]) -> dict[tuple[str, str], dict[str, int]]:
+    """{(driver, pool): {total, allocated, tainted, free}}."""
+    taken = held(objects)
+    counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
+        lambda: {"total": 0, "allocated": 0, "tainted": 0, "free": 0}
+    )
+    for driver, pool, device in current_devices(objects):
+        entry = counts[(driver, pool)]
+        entry["total"] += 1
+        if (driver, pool, device["name"]) in taken:
+            entry["allocated"] += 1
+        elif _tainted(objects, driver, pool, device):
+            entry["tainted"] += 1
+        else:
+            entry["free"] += 1
+    return dict(counts)
+
+
+def class_devices(objects: list[JSON]) -> dict[str, dict[str, int]]:
+    """Per class whose single selector is `device.driver == "x"`: that driver's totals."""
+    per_pool = pool_devices(objects)
+    result = {}
+    for device_class in of_kind(objects, "DeviceClass"):
+        selectors = device_class["spec"]["selectors"]
+        expression = selectors[0]["cel"]["expression"]
+        prefix = 'device.driver == "'
+        if len(selectors) != 1 or not expression.startswith(prefix) or "&&" in expression:
+            continue
+        driver = expression[len(prefix) : -1]
+        totals = {"total": 0, "allocated": 0, "tainted": 0, "free": 0}
+        for (pool_driver, _), counts in per_pool.items():
+            if pool_driver == driver:
+                for key in totals:
+                    totals[key] += counts[key]
+        result[device_class["metadata"]["name"]] = totals
+    return result
+
+
+def counters(objects: list[JSON]) -> dict[tuple[str, str, str], tuple[Fraction, Fraction]]:
+    """{(driver, pool, counter): (capacity, consumed by held devices)} over current slices."""
+    capacity: dict[tuple[str, str, str], Fraction] = defaultdict(Fraction)
+    consumed: dict[tuple[str, str, str], Fraction] = defaultdict(Fraction)
+    for s in current_slices(objects):
+        key = (s["spec"]["driver"], s["spec"]["pool"]["name"])
+        for counter_set in s["spec"].get("sharedCounters", []):
+            for name, amount in counter_set["counters"].items():
+                capacity[(*key, name)] += quantity(amount["value"])
+    taken = held(objects)
+    for driver, pool, device in current_devices(objects):
+        if (driver, pool, device["name"]) not in taken:
+            continue
+        for use in device.get("consumesCounters", []):
+            for name, amount in use["counters"].items():
+                consumed[(driver, pool, name)] += quantity(amount["value"])
+    return {key: (capacity[key], consumed[key]) for key in capacity}
+
+
+def consumable_capacity(
+    objects: list[JSON],
+) -> dict[tuple[str, str, str], tuple[Fraction, Fraction]]:
+    """{(driver, pool, capacity): (sum over shareable devices, consumedCapacity of allocations)}."""
+    capacity: dict[tuple[str, str, str], Fraction] = defaultdict(Fraction)
+    consumed: dict[tuple[str, str, str], Fraction] = defaultdict(Fraction)
+    shareable = set()
+    for driver, pool, device in current_devices(objects):
+        if device.get("allowMultipleAllocations"):
+            shareable.add((driver, pool, device["name"]))
+            for name, spec in device.get("capacity", {}).items():
+                capacity[(driver, pool, name)] += quantity(spec["value"])
+    for result in allocation_results(objects):
+        if result.get("adminAccess"):
+            continue
+        if (result["driver"], result["pool"], result["device"]) not in shareable:
+            continue
+        for name, amount in result.get("consumedCapacity", {}).items():
+            consumed[(result["driver"], result["pool"], name)] += quantity(amount)
+    return {key: (capacity[key], consumed[key]) for key in capacity}
+
+
+def pending_claims(objects: list[JSON], now: datetime) -> dict[str, tuple[int, float]]:
+    """{namespace: (pending claims, age in seconds of the oldest)}."""
+    created: dict[str, list[datetime]] = defaultdict(list)
+    for claim in of_kind(objects, "ResourceClaim"):
+        if (claim.get("status") or {}).get("allocation"):
+            continue
+        stamp = claim["metadata"]["creationTimestamp"].replace("Z", "+00:00")
+        created[claim["metadata"]["namespace"]].append(datetime.fromisoformat(stamp))
+    return {
+        namespace: (len(times), (now - min(times)).total_seconds())
+        for namespace, times in created.items()
+    }
