@@ -23,6 +23,9 @@ class Cursor(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 1000
     ordering = "pk"
+    # The offset walks runs of equal values in the first ordering field (`?ordering=driver`
+    # over thousands of devices of one driver); DRF's default cap of 1000 would repeat pages.
+    offset_cutoff = 1_000_000
 
     def paginate_queryset(
         self, queryset: QuerySet[Any], request: Request, view: Any = None

@@ -13,7 +13,7 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db import connection
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Cast
 from drf_spectacular.types import OpenApiTypes
@@ -259,10 +259,26 @@ class DeviceFilterSet(django_filters.FilterSet):
     device_class = django_filters.CharFilter(
         method="filter_class", label="DeviceClass (by its driver selector)"
     )
+    namespace = django_filters.CharFilter(
+        method="filter_namespace", label="Allocated to a claim in namespace"
+    )
 
     class Meta:
         model = Device
         fields = ["name", "driver", "pool", "node", "current", "tainted", "state", "attribute"]
+
+    def filter_namespace(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        if not value:
+            return qs
+        from claims.models import AllocatedDevice  # claims builds on inventory
+
+        held = AllocatedDevice.objects.filter(
+            claim__namespace=value,
+            driver=OuterRef("driver"),
+            pool=OuterRef("pool_name"),
+            device=OuterRef("name"),
+        )
+        return qs.filter(Exists(held))
 
     @property
     def qs(self) -> QuerySet[Any]:

@@ -36,6 +36,10 @@ DEVICES = "/api/inventory/devices/"
         ),
         ({"tainted": "true"}, {"gpu.example.com/node-a/gpu-2", "gpu.example.com/node-a/gpu-3"}),
         ({"q": "nic"}, {"net.example.com/node-a-net/nic-0"}),
+        (
+            {"namespace": "team-b"},
+            {"gpu.example.com/node-b/gpu-0", "net.example.com/node-a-net/nic-0"},
+        ),
     ],
 )
 def test_device_filters(api, cluster, params, expected) -> None:

@@ -139,18 +139,28 @@ def test_ordering_ascending_and_descending(api, cluster, url: str, field: str, k
     assert {item[key] for item in ascending} == {item[key] for item in descending}
 
 
-def test_cursor_pages_cover_the_list_once(api, cluster) -> None:
-    """Following `next` with ?limit=3 visits every device exactly once, in order."""
+@pytest.mark.parametrize("ordering", ["name", "-name", "state", "-driver", "pool_name"])
+def test_cursor_pages_cover_the_list_once(api, cluster, ordering: str) -> None:
+    """Following `next` with ?limit=2 visits every device exactly once, even across ties."""
     seen: list[str] = []
-    url: str | None = "/api/inventory/devices/?limit=3&ordering=name"
+    url: str | None = f"/api/inventory/devices/?limit=2&ordering={ordering}"
     pages = 0
     while url:
         body = api.get(url).json()
         seen.extend(item["key"] for item in body["results"])
         url = body["next"]
         pages += 1
-    assert pages == 4
+    assert pages == 6
     assert len(seen) == len(set(seen)) == 11
+
+
+def test_cursor_previous_returns_the_same_page(api, cluster) -> None:
+    """Going forward two pages and back one gives the second page again."""
+    first = api.get("/api/inventory/devices/", {"limit": 3, "ordering": "state"}).json()
+    second = api.get(first["next"]).json()
+    third = api.get(second["next"]).json()
+    back = api.get(third["previous"]).json()
+    assert [d["key"] for d in back["results"]] == [d["key"] for d in second["results"]]
 
 
 def test_list_limit_above_maximum_is_clamped(api, cluster) -> None:
