@@ -266,75 +266,44 @@ def sync_status(request: HttpRequest) -> HttpResponse:
 
 
 class WhatIfInputError(ValueError):
-    """The pasted or uploaded claim cannot be read; the message names the field."""
+    """The what-if form's input cannot be read; the message names the field."""
 
 
 MAX_WHAT_IF_BYTES = 256 * 1024
+MAX_PLACEMENTS_SHOWN = 50
 
 
-def read_claim_input(
-    *, text: str, upload: Any = None, template: str = ""
-) -> tuple[dict[str, Any], str]:
-    """The claim spec (ResourceClaimSpec) to simulate and where it came from.
+def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tuple[Any, str]:
+    """What to simulate (YAML text or a stored object) and a label saying where it came from.
 
-    Accepts a ResourceClaim or ResourceClaimTemplate as YAML/JSON (pasted or uploaded), a bare
-    claim spec, or the name `namespace/name` of a stored ResourceClaimTemplate.
+    An uploaded file wins over the text box, which wins over a picked template
+    (`namespace/name` of a stored ResourceClaimTemplate). The what-if service parses the text
+    (ResourceClaims, a template, a Pod or workload, several documents) and names bad fields.
     """
-    import yaml
-
     from claims.models import ResourceClaimTemplate
 
     if upload is not None:
         if upload.size > MAX_WHAT_IF_BYTES:
             raise WhatIfInputError(f"file: {upload.name} is larger than 256 KiB")
         try:
-            text = upload.read().decode("utf-8")
+            return upload.read().decode("utf-8"), f"file {upload.name}"
         except UnicodeDecodeError:
             raise WhatIfInputError(f"file: {upload.name} is not UTF-8 text") from None
-    if not text.strip() and template:
+    if text.strip():
+        return text, "pasted YAML"
+    if template:
         namespace, _, name = template.partition("/")
         row = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
         if row is None:
             raise WhatIfInputError(f"template: no ResourceClaimTemplate {template!r}")
-        spec = ((row.obj or {}).get("spec") or {}).get("spec") or {}
-        return dict(spec), f"ResourceClaimTemplate {template}"
-    if not text.strip():
-        raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise WhatIfInputError(f"claim: not valid YAML ({exc})") from None
-    if not isinstance(doc, dict):
-        raise WhatIfInputError("claim: expected a mapping (a ResourceClaim object)")
-    kind = doc.get("kind", "")
-    name = ((doc.get("metadata") or {}).get("name")) or "pasted claim"
-    if kind == "ResourceClaimTemplate":
-        spec = (doc.get("spec") or {}).get("spec")
-    elif kind == "ResourceClaim":
-        spec = doc.get("spec")
-    elif not kind and "devices" in doc:
-        spec = doc
-    else:
-        raise WhatIfInputError(
-            f"claim: kind {kind!r} is not a ResourceClaim or ResourceClaimTemplate"
-        )
-    if not isinstance(spec, dict) or not isinstance(spec.get("devices"), dict):
-        raise WhatIfInputError(f"{kind or 'claim'} {name}: spec.devices is missing")
-    return spec, f"{kind or 'claim spec'} {name}"
-
-
-def what_if_engine() -> Callable[..., Any] | None:
-    """claims.services.what_if once that service exists, else None."""
-    try:
-        from claims.services import what_if as engine  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return engine
+        return dict(row.obj), f"ResourceClaimTemplate {template}"
+    raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
 
 
 @read_access
 def what_if(request: HttpRequest) -> HttpResponse:
     from claims.models import ResourceClaimTemplate
+    from claims.services import MAX_COUNT
 
     context: dict[str, Any] = {
         "templates": list(
@@ -342,12 +311,14 @@ def what_if(request: HttpRequest) -> HttpResponse:
                 "namespace", "name"
             )
         ),
-        "engine_ready": what_if_engine() is not None,
+        "max_count": MAX_COUNT,
         "values": {
             "yaml": request.POST.get("yaml", ""),
             "template": request.POST.get("template", request.GET.get("template", "")),
             "count": request.POST.get("count", "1"),
             "node": request.POST.get("node", ""),
+            "node_selector": request.POST.get("node_selector", ""),
+            "namespace": request.POST.get("namespace", ""),
         },
         "error": "",
         "result": None,
@@ -365,49 +336,53 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
 
 def run_what_if(request: HttpRequest) -> dict[str, Any]:
-    """Read the form, call the what-if service, and shape its answer for the templates."""
+    """Read the form, ask claims.services.what_if, and shape its answer for the templates."""
+    from claims.services import what_if as simulate
+
+    form = request.POST
     try:
-        spec, source = read_claim_input(
-            text=request.POST.get("yaml", ""),
+        source, label = read_claim_input(
+            text=form.get("yaml", ""),
             upload=request.FILES.get("file"),
-            template=request.POST.get("template", ""),
+            template=form.get("template", ""),
         )
-        count = int(request.POST.get("count") or 1)
-        if not 1 <= count <= 100:
-            raise WhatIfInputError("count: between 1 and 100 copies of the claim")
-    except ValueError as exc:
+        answer = simulate(
+            source,
+            count=form.get("count", "").strip() or 1,
+            node=form.get("node", "").strip() or None,
+            node_selector=form.get("node_selector", "").strip() or None,
+            namespace=form.get("namespace", "").strip() or None,
+        )
+    except ValueError as exc:  # WhatIfError is a ValueError naming the field
         return {"error": str(exc)}
-    engine = what_if_engine()
-    if engine is None:
-        return {"error": "The what-if engine (claims.services.what_if) is not installed yet."}
-    node = request.POST.get("node", "").strip()
-    try:
-        answer = engine(spec, count=count, node=node or None)
-    except ValueError as exc:
-        return {"error": str(exc)}
-    return {"result": shape_what_if(answer), "source": source}
+    return {"result": shape_what_if(answer), "source": label}
 
 
-def shape_what_if(answer: Any) -> dict[str, Any]:
-    """Turn the service's answer into placements, reasons and pool grids with chosen devices."""
+def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
+    """The service's answer plus pool grids with the first placement's devices highlighted."""
     from inventory.models import Pool
     from inventory.views import pool_context
 
-    data = answer if isinstance(answer, dict) else getattr(answer, "__dict__", {})
-    placements = list(data.get("placements") or data.get("nodes") or [])
+    placements = list(answer.get("placements") or [])
     chosen: dict[tuple[str, str], set[str]] = {}
-    first = placements[0] if placements else {}
-    for result in first.get("devices") or first.get("results") or []:
-        chosen.setdefault((result["driver"], result["pool"]), set()).add(result["device"])
+    for result in (placements[0].get("devices") or []) if placements else []:
+        chosen.setdefault((str(result["driver"]), str(result["pool"])), set()).add(
+            str(result["device"])
+        )
     grids = []
     for (driver, pool_name), names in sorted(chosen.items()):
         pool = Pool.objects.filter(driver=driver, name=pool_name).first()
         if pool is not None:
             grids.append(pool_context(pool, chosen=names))
     return {
-        "fits": bool(placements),
-        "placements": placements,
-        "reasons": list(data.get("reasons") or []),
-        "diagnosis": data.get("diagnosis") or data.get("explanation"),
+        "fits": bool(answer.get("fits")),
+        "simulated": answer.get("fits") is not None,
+        "placements": placements[:MAX_PLACEMENTS_SHOWN],
+        "more_placements": max(0, len(placements) - MAX_PLACEMENTS_SHOWN),
+        "summary": answer.get("summary") or {},
+        "headroom": answer.get("headroom") or {},
+        "quota": answer.get("quota") or {},
+        "reasons": list(answer.get("reasons") or []),
+        "diagnosis": answer.get("diagnosis"),
         "grids": grids,
     }

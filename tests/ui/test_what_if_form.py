@@ -1,4 +1,4 @@
-"""The what-if page reads pasted, uploaded or stored claims and reports bad input clearly."""
+"""The what-if page: reads pasted, uploaded or stored input, shows placements or reasons."""
 
 from __future__ import annotations
 
@@ -8,63 +8,92 @@ from django.test import Client
 from django.urls import reverse
 
 from claims.models import ResourceClaimTemplate
+from claims.services import what_if
 from dashboard.views import WhatIfInputError, read_claim_input
+from inventory.demo.catalog import GPU_DRIVER
 
 CLAIM = """
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: one-gpu}
+metadata: {name: gpus, namespace: team-a}
 spec:
   devices:
     requests:
     - name: gpu
-      exactly: {deviceClassName: gpu.example.com}
+      exactly: {deviceClassName: %(cls)s, count: %(count)d}
 """
 
 
-def test_a_pasted_claim_gives_its_spec() -> None:
-    """A pasted ResourceClaim yields its spec and names where it came from."""
-    spec, source = read_claim_input(text=CLAIM)
-    assert spec["devices"]["requests"][0]["name"] == "gpu"
-    assert source == "ResourceClaim one-gpu"
+def claim(count: int) -> str:
+    return CLAIM % {"cls": GPU_DRIVER, "count": count}
+
+
+def test_pasted_text_goes_to_the_service_as_is() -> None:
+    """Pasted YAML is handed over unparsed, labelled as pasted."""
+    assert read_claim_input(text=claim(1)) == (claim(1), "pasted YAML")
 
 
 def test_an_uploaded_file_wins_over_the_text_box() -> None:
     """An uploaded file is read instead of the text box."""
-    upload = SimpleUploadedFile("claim.yaml", CLAIM.encode())
-    spec, _ = read_claim_input(text="", upload=upload)
-    assert spec["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.example.com"
+    upload = SimpleUploadedFile("claim.yaml", claim(2).encode())
+    assert read_claim_input(text="ignored", upload=upload) == (claim(2), "file claim.yaml")
 
 
 def test_a_stored_template_can_be_picked(demo) -> None:
-    """Naming a stored template uses that template's claim spec."""
+    """Naming a stored template hands over that template object."""
     template = ResourceClaimTemplate.objects.first()
-    spec, source = read_claim_input(text="", template=f"{template.namespace}/{template.name}")
-    assert spec == template.obj["spec"]["spec"]
-    assert template.name in source
+    source, label = read_claim_input(text="", template=f"{template.namespace}/{template.name}")
+    assert source == template.obj
+    assert label.endswith(f"{template.namespace}/{template.name}")
 
 
 @pytest.mark.parametrize(
-    ("text", "field"),
+    ("kwargs", "field"),
     [
-        ("", "claim:"),
-        ("a: [", "claim: not valid YAML"),
-        ("- just a list", "claim: expected a mapping"),
-        ("kind: Pod", "claim: kind 'Pod'"),
-        ("kind: ResourceClaim\nmetadata: {name: x}\nspec: {}", "ResourceClaim x: spec.devices"),
+        ({"text": ""}, "claim:"),
+        ({"text": "", "template": "nowhere/none"}, "template:"),
+        ({"text": "", "upload": SimpleUploadedFile("x.yaml", b"\xff\xfe")}, "file:"),
     ],
 )
-def test_bad_input_names_the_field(text: str, field: str) -> None:
-    """Each kind of bad input raises an error that starts with the field at fault."""
+def test_unreadable_input_names_the_field(db, kwargs: dict, field: str) -> None:
+    """Missing or unreadable input raises an error that starts with the field at fault."""
     with pytest.raises(WhatIfInputError) as error:
-        read_claim_input(text=text)
+        read_claim_input(**kwargs)
     assert str(error.value).startswith(field)
 
 
-def test_the_form_shows_input_errors(demo, viewer_client: Client) -> None:
-    """Posting bad YAML re-renders the form with the error, never a server error."""
-    response = viewer_client.post(reverse("what-if"), {"yaml": "kind: Pod", "count": "1"})
+def test_a_fitting_claim_lists_the_nodes_the_service_found(demo, viewer_client: Client) -> None:
+    """The page lists the service's placements and highlights the first one's devices."""
+    expected = what_if(claim(1), use_cache=False)
+    assert expected["fits"]
+    response = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "count": "1"})
+    result = response.context["result"]
+    assert [p["node"] for p in result["placements"]] == [p["node"] for p in expected["placements"]][
+        :50
+    ]
+    body = response.content.decode()
+    assert 'id="what-if-fits"' in body
+    first = expected["placements"][0]["devices"][0]
+    chosen = [c for grid in result["grids"] for c in grid["grid"] if c["chosen"]]
+    assert [c["device"].name for c in chosen] == [first["device"]]
+    assert ' chosen" href=' in body
+
+
+def test_a_claim_that_cannot_fit_shows_the_reasons(demo, viewer_client: Client) -> None:
+    """A claim for more devices than any node has shows the service's reasons."""
+    expected = what_if(claim(20), use_cache=False)
+    assert expected["fits"] is False and expected["reasons"]
+    response = viewer_client.post(reverse("what-if"), {"yaml": claim(20), "count": "1"})
+    body = response.content.decode()
+    assert 'id="what-if-nofit"' in body
+    for line in expected["diagnosis"]["reasons"]:
+        assert line in body
+
+
+def test_bad_input_shows_the_service_error(demo, viewer_client: Client) -> None:
+    """Input the service rejects is shown with the field it names, never a server error."""
+    response = viewer_client.post(reverse("what-if"), {"yaml": "kind: [", "count": "1"})
     assert response.status_code == 200
-    assert "kind &#x27;Pod&#x27;" in response.content.decode()
-    response = viewer_client.post(reverse("what-if"), {"yaml": CLAIM, "count": "0"})
-    assert "count: between 1 and 100" in response.content.decode()
+    assert 'id="what-if-error"' in response.content.decode()
+    response = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "count": "-3"})
+    assert "count" in response.context["error"]
