@@ -80,13 +80,16 @@ def test_initial_sync_and_changes_across_kinds(server, watchers) -> None:
 def test_stream_ended_or_cut_mid_chunk(server, watchers, fault) -> None:
     """A watch closed or cut mid-event resumes from the stored version and loses nothing."""
     populate(server)
-    watchers.start("Node", "ResourceSlice")
-    wait_converged(server, "Node", "ResourceSlice")
     server.inject_fault(fault, verb="watch", after_events=2, times=3)
-    for step in range(3):
+    watchers.start("Node", "ResourceSlice")
+    # Keep changing things until every faulted watch has met its fault.
+    for step in range(8):
+        if not server.pending_faults:
+            break
         churn(server, step=step)
-    wait_converged(server, "Node", "ResourceSlice")
+        time.sleep(0.3)
     assert not server.pending_faults
+    wait_converged(server, "Node", "ResourceSlice")
 
 
 def test_silent_hang_is_detected_and_reconnected(server, watchers) -> None:
