@@ -199,6 +199,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+# Celery workers and beat log through LOGGING above (JSON when asked) instead of Celery's format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Operations: /readyz fails when a served kind's watcher heartbeat is older than this (0: never);
 # /metrics requires `Authorization: Bearer <token>` when a token is set.

@@ -126,11 +126,13 @@ def test_plain_format_gets_an_object_suffix(stream_logger, settings) -> None:
 
 
 def test_settings_pick_the_json_formatter_when_asked(settings) -> None:
-    """settings.LOGGING routes the console through the object filter and a named formatter."""
+    """LOGGING routes the console through the object filter; Celery keeps that configuration."""
     console = settings.LOGGING["handlers"]["console"]
     assert console["filters"] == ["object_context"]
     assert console["formatter"] == ("json" if settings.LOG_JSON else "plain")
     assert settings.LOGGING["formatters"]["json"]["()"] == "dashboard.logging.JsonFormatter"
+    # Celery would otherwise replace the root handlers with its own format in workers and beat.
+    assert settings.CELERY_WORKER_HIJACK_ROOT_LOGGER is False
 
 
 def test_log_json_setting_makes_every_line_json() -> None:
