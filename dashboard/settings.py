@@ -139,6 +139,8 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# WhiteNoise serves from the finders in development; an absent root only makes it warn.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -141,7 +141,7 @@ def _quantity_as_integer(q: object) -> int:
 
 
 def _cmp(a: Any, b: Any) -> int:
-    return (a > b) - (a < b)
+    return int((a > b) - (a < b))
 
 
 def _quantity_compare(a: object, b: object) -> int:
