@@ -19,7 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 # Probes must answer well before a probe's own timeout (Kubernetes defaults to one second).
 REDIS_TIMEOUT_SECONDS = 0.5
@@ -110,14 +110,14 @@ def readiness() -> list[Check]:
 
 
 @never_cache
-@require_GET
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: the process answers. Touches neither the database nor Redis."""
     return JsonResponse({"status": "ok"})
 
 
 @never_cache
-@require_GET
+@require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 when every check passes, 503 with the failing checks otherwise."""
     checks = readiness()

@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from fractions import Fraction
 from typing import Any
@@ -30,7 +30,7 @@ from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -523,7 +523,7 @@ def _authorised(request: HttpRequest, token: str) -> bool:
 
 
 @never_cache
-@require_GET
+@require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text format; wants a bearer token when settings.METRICS_TOKEN is set."""
     token = settings.METRICS_TOKEN
@@ -532,11 +532,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
-
-
-def metric_names(families: Iterable[Metric]) -> list[str]:
-    """Names of metric families (for listings and tests)."""
-    return [family.name for family in families]
 
 
 def as_samples(text: str) -> Mapping[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -51,8 +51,9 @@ def test_healthz_answers_without_touching_the_database() -> None:
 
 
 def test_healthz_is_public_and_get_only(db) -> None:
-    """/healthz needs no login and refuses POST."""
+    """/healthz needs no login, answers HEAD and refuses POST."""
     assert Client().get("/healthz").status_code == 200
+    assert Client().head("/healthz").status_code == 200
     assert Client().post("/healthz").status_code == 405
 
 
