@@ -18,6 +18,7 @@ from django.db.models import (
     CharField,
     Count,
     Exists,
+    F,
     IntegerField,
     OuterRef,
     Q,
@@ -99,11 +100,9 @@ def annotate_device_state(devices: QuerySet[Device]) -> QuerySet[Device]:
     )
 
 
-def _pool_count(**filters: Any) -> Coalesce:
-    devices = annotate_device_state(Device.objects.filter(pool=OuterRef("pk"), current=True))
-    counted = (
-        devices.filter(**filters).order_by().values("pool").annotate(n=Count("pk")).values("n")
-    )
+def _pool_count(condition: Q) -> Coalesce:
+    devices = Device.objects.filter(condition, pool=OuterRef("pk"), current=True)
+    counted = devices.order_by().values("pool").annotate(n=Count("pk")).values("n")
     return Coalesce(Subquery(counted[:1], output_field=IntegerField()), 0)
 
 
@@ -111,16 +110,20 @@ def pool_utilisation(pools: QuerySet[Pool]) -> QuerySet[Pool]:
     """Annotate pools with device counts of their current generation.
 
     Columns: devices_total, devices_allocated (exclusive or shared), devices_shared,
-    devices_admin, devices_tainted (tainted and not held) and devices_free.
+    devices_admin, devices_tainted (tainted and not held) and devices_free (neither held nor
+    tainted; admin-access use does not take a device). The conditions are those of
+    `annotate_device_state`, spelled out so each count evaluates only the checks it needs.
     """
+    allocated = Q(Exists(_allocations().filter(admin_access=False)))
+    tainted = Q(tainted=True) | Q(Exists(_rule_taints()))
+    admin = Q(Exists(_allocations().filter(admin_access=True)))
     return pools.annotate(
-        devices_total=_pool_count(),
-        devices_allocated=_pool_count(state__in=HELD_STATES),
-        devices_shared=_pool_count(state=DeviceState.SHARED),
-        devices_admin=_pool_count(state=DeviceState.ADMIN),
-        devices_tainted=_pool_count(state=DeviceState.TAINTED),
-        devices_free=_pool_count(state__in=(DeviceState.FREE, DeviceState.ADMIN)),
-    )
+        devices_total=F("device_count"),
+        devices_allocated=_pool_count(allocated),
+        devices_shared=_pool_count(allocated & Q(allow_multiple_allocations=True)),
+        devices_admin=_pool_count(~allocated & ~tainted & admin),
+        devices_tainted=_pool_count(~allocated & tainted),
+    ).annotate(devices_free=F("devices_total") - F("devices_allocated") - F("devices_tainted"))
 
 
 def class_driver(device_class: DeviceClass) -> str | None:
