@@ -128,16 +128,8 @@ def flatten_devices(claim_ref: str, allocation: JSON) -> list[JSON]:
     """The devices of one AllocationResult, one entry per result, with the claim's name."""
     out = []
     for result in (allocation.get("devices") or {}).get("results") or []:
-        entry = {
-            "claim": claim_ref,
-            "request": result.get("request"),
-            "driver": result.get("driver"),
-            "pool": result.get("pool"),
-            "device": result.get("device"),
-        }
-        for key in ("consumedCapacity", "shareID", "adminAccess"):
-            if key in result:
-                entry[key] = result[key]
+        # Every field of the result (tolerations, binding conditions, capacity, share ID).
+        entry = {"claim": claim_ref, **result}
         out.append(entry)
     return out
 

@@ -325,8 +325,6 @@ def _check_claim(claim: InputClaim) -> None:
     devices = (claim.obj.get("spec") or {}).get("devices") or {}
     requests = devices.get("requests") or []
     where = claim.source
-    if not requests:
-        raise WhatIfError(f"{where}: spec.devices.requests", "the claim requests no device")
     if len(requests) > MAX_REQUESTS_PER_CLAIM:
         raise WhatIfError(
             f"{where}: spec.devices.requests", f"at most {MAX_REQUESTS_PER_CLAIM} requests"
