@@ -13,6 +13,7 @@ in which case it wants `Authorization: Bearer <token>`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import logging
@@ -496,8 +497,10 @@ class DashboardCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
         now = self.now or timezone.now()
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
+        postgres = connection.vendor == "postgresql"
+        # No transaction on SQLite: it may begin IMMEDIATE, holding the write lock for the scrape.
+        with transaction.atomic() if postgres else contextlib.nullcontext():
+            if postgres:
                 # The device-state subqueries look expensive to the planner, which then spends
                 # over a second JIT-compiling a query that runs in a tenth of that.
                 with connection.cursor() as cursor:
