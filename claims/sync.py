@@ -22,6 +22,7 @@ from claims.models import Pod as PodModel
 from inventory.choices import Kind
 from inventory.models import KubeObject
 from inventory.sync import (
+    AFTER_COMMIT,
     JSON,
     BatchResult,
     KindHandler,
@@ -257,7 +258,19 @@ def upsert_scheduling_context(obj: JSON, raw: JSON, result: BatchResult) -> None
     count_change(result, changed, "pods", row.pk)
 
 
+# Changes that can alter whether a waiting claim fits.
+DIAGNOSIS_TOPICS = frozenset({"claims", "pods", "slices", "devices", "nodes", "classes", "pools"})
+
+
+def trigger_diagnoses(result: BatchResult) -> None:
+    if DIAGNOSIS_TOPICS.intersection(result.changed):
+        from claims.tasks import schedule_diagnoses
+
+        schedule_diagnoses()
+
+
 def register_handlers() -> None:
+    AFTER_COMMIT.append(trigger_diagnoses)
     register(
         KindHandler(Kind.RESOURCE_CLAIM, ResourceClaim, upsert_claim, delete_claim, namespaced=True)
     )

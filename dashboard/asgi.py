@@ -10,8 +10,14 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+
+if settings.EMBEDDED_SYNC:
+    from dashboard import embedded
+
+    embedded.start()
 
 application = ProtocolTypeRouter(
     {

@@ -13,4 +13,6 @@ app.autodiscover_tasks()
 # Restart any missing watcher within a minute (inventory.tasks.ensure_watchers).
 app.conf.beat_schedule = {
     "ensure-watchers": {"task": "inventory.tasks.ensure_watchers", "schedule": 30.0},
+    "refresh-diagnoses": {"task": "claims.tasks.refresh_diagnoses", "schedule": 60.0},
+    "sample-utilisation": {"task": "dashboard.tasks.sample_utilisation", "schedule": 60.0},
 }

@@ -85,7 +85,13 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(VAR_DIR / "dashboard.sqlite3"),
-            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
+            # IMMEDIATE: writers take the lock up front instead of failing with "database is
+            # locked" when a read transaction upgrades (watcher threads write concurrently).
+            "OPTIONS": {
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL;",
+                "transaction_mode": "IMMEDIATE",
+            },
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -125,6 +131,9 @@ WATCH_TIMEOUT_SECONDS = env_int("WATCH_TIMEOUT_SECONDS", 290, minimum=1)
 LIST_PAGE_SIZE = env_int("LIST_PAGE_SIZE", 500, minimum=1)
 
 PUBLIC_READ = env_bool("PUBLIC_READ", False)
+# Run the watchers and periodic jobs inside the web process (bin/run's single-process mode).
+EMBEDDED_SYNC = env_bool("EMBEDDED_SYNC", False)
+EMBEDDED_JOB_SECONDS = env_int("EMBEDDED_JOB_SECONDS", 60, minimum=5)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -150,8 +159,9 @@ WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        # Token first: a bad token then answers 401 with WWW-Authenticate, not 403.
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["dashboard.permissions.ReadOnlyViewer"],
     "DEFAULT_FILTER_BACKENDS": [

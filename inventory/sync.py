@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
+from dashboard.logging import object_context
 from inventory.choices import Kind
 from inventory.models import (
     CounterSet,
@@ -84,6 +85,10 @@ class KindHandler:
 
 
 HANDLERS: dict[str, KindHandler] = {}
+
+# Called after a batch's transaction commits (claims registers its diagnosis trigger here, so
+# inventory does not import claims).
+AFTER_COMMIT: list[Callable[[BatchResult], None]] = []
 
 
 def register(handler: KindHandler) -> None:
@@ -251,7 +256,8 @@ def _device_columns(device: Mapping[str, Any], spec: Mapping[str, Any]) -> JSON:
         "allow_multiple_allocations": bool(device.get("allowMultipleAllocations")),
         "consumes_counters": device.get("consumesCounters") or [],
         "taints": taints,
-        "tainted": bool(taints),
+        # Effect None is informational upstream: it keeps no pod away from the device.
+        "tainted": any(t.get("effect") != "None" for t in taints if isinstance(t, Mapping)),
         "binds_to_node": bool(device.get("bindsToNode")),
         "binding_conditions": device.get("bindingConditions") or [],
         "binding_failure_conditions": device.get("bindingFailureConditions") or [],
@@ -459,6 +465,16 @@ def _record_skip(kind: str, raw: Mapping[str, Any], exc: Exception, result: Batc
 def _apply_one(
     kind: str, event_type: str, raw: JSON, result: BatchResult, obj: JSON | None = None
 ) -> None:
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    # Every log line about this object names it (kind, namespace, name).
+    with object_context(kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")):
+        _apply_object(kind, event_type, raw, result, obj)
+
+
+def _apply_object(
+    kind: str, event_type: str, raw: JSON, result: BatchResult, obj: JSON | None
+) -> None:
     handler = handler_for(kind)
     if event_type == "DELETED":
         uid = object_uid(raw)
@@ -566,6 +582,9 @@ def _finish(result: BatchResult, *, publish: bool) -> None:
     result.dirty_pools.clear()
     if publish:
         _publish(result)
+    if result.changed:
+        for hook in AFTER_COMMIT:
+            transaction.on_commit(lambda hook=hook: hook(result))
 
 
 def _publish(result: BatchResult) -> None:

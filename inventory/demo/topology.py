@@ -31,7 +31,8 @@ from inventory.demo.catalog import (
 
 GPUS_PER_NODE = 8
 MIG_PER_GPU = 7
-DRIVER_VERSIONS = ("550.54.15", "550.90.07", "535.161.08")
+# Semantic versions: no leading zeros, as the API server requires of version attributes.
+DRIVER_VERSIONS = ("550.54.15", "550.90.7", "535.161.8")
 
 
 @dataclass(frozen=True, slots=True)

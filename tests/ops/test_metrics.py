@@ -309,11 +309,6 @@ def test_bad_quantity_is_left_out_not_fatal(demo_cluster, caplog) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug outside dashboard/: inventory.sync stores Device.tainted = bool(taints), "
-    "so a device's own taint with effect None (informational upstream) counts as tainted",
-)
 def test_device_taint_with_effect_none_is_not_tainted(demo_cluster) -> None:
     """A device whose only taint has effect None counts as free, like a DeviceTaintRule's None."""
     from inventory.sync import upsert_events

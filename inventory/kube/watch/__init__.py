@@ -9,7 +9,13 @@ from inventory.kube.watch.batching import (
     batch_events,
 )
 from inventory.kube.watch.loop import Backoff, KindWatcher, WatchOptions
-from inventory.kube.watch.runner import LockKeeper, default_identity, run_kind, serve_kind
+from inventory.kube.watch.runner import (
+    LockKeeper,
+    default_identity,
+    run_kind,
+    serve_kind,
+    start_watchers,
+)
 from inventory.kube.watch.state import LostOwnership, write_guard
 
 __all__ = [
@@ -27,5 +33,6 @@ __all__ = [
     "default_identity",
     "run_kind",
     "serve_kind",
+    "start_watchers",
     "write_guard",
 ]

@@ -129,3 +129,22 @@ def serve_kind(
         except Exception:  # noqa: BLE001 - e.g. Redis away: keep the thread alive
             log.exception("%s: watcher failed", kind)
         stop.wait(lock_retry)
+
+
+def start_watchers(
+    kinds: list[str], *, stop: threading.Event, options: WatchOptions | None = None
+) -> list[threading.Thread]:
+    """One daemon thread per kind running `serve_kind` until `stop` is set."""
+    watch_options = options or WatchOptions.from_settings()
+    threads = [
+        threading.Thread(
+            target=serve_kind,
+            kwargs={"kind": kind, "stop": stop, "options": watch_options},
+            name=f"watch:{kind}",
+            daemon=True,
+        )
+        for kind in kinds
+    ]
+    for thread in threads:
+        thread.start()
+    return threads

@@ -16,7 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from inventory.kube.kinds import KINDS
-from inventory.kube.watch import WatchOptions, serve_kind
+from inventory.kube.watch import start_watchers
 
 
 class Command(BaseCommand):
@@ -58,18 +58,7 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
 
     def _run(self, kinds: list[str], *, stop: threading.Event, duration: float) -> None:
-        watch_options = WatchOptions.from_settings()
-        threads = [
-            threading.Thread(
-                target=serve_kind,
-                kwargs={"kind": kind, "stop": stop, "options": watch_options},
-                name=f"watch:{kind}",
-                daemon=True,
-            )
-            for kind in kinds
-        ]
-        for thread in threads:
-            thread.start()
+        threads = start_watchers(kinds, stop=stop)
         self.stdout.write(f"run_sync: watching {', '.join(kinds)}")
         deadline = time.monotonic() + duration if duration else None
         while not stop.wait(0.5):
