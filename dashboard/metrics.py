@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db.models import Count, Exists, Min, OuterRef
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -220,21 +220,11 @@ class _Quantities:
 
 def device_metrics() -> list[Metric]:
     """Devices per pool and driver by state, and per DeviceClass where the class is computable."""
-    from inventory.choices import DeviceState
-    from inventory.models import Device, DeviceClass
-    from inventory.services import HELD_STATES, annotate_device_state, class_driver
+    from inventory.models import DeviceClass
+    from inventory.services import class_driver, pool_device_counts
 
-    rows = (
-        annotate_device_state(Device.objects.filter(current=True))
-        .order_by()
-        .values("driver", "pool_name")
-        .annotate(
-            total=Count("pk"),
-            allocated=Count("pk", filter=Q(state__in=HELD_STATES)),
-            tainted=Count("pk", filter=Q(state=DeviceState.TAINTED)),
-        )
-        .order_by("driver", "pool_name")
-    )
+    # The same counts the overview and the pool pages show: one definition of "allocated".
+    rows = sorted(pool_device_counts(refine=False).items())
     labels = ("driver", "pool")
     total = _gauge("devices", "Devices of the current pool generation.", labels)
     allocated = _gauge(
@@ -245,20 +235,15 @@ def device_metrics() -> list[Metric]:
         "devices_tainted", "Devices not allocated but tainted (NoSchedule/NoExecute).", labels
     )
     per_driver: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for row in rows:
-        key = [row["driver"], row["pool_name"]]
-        counts = {
-            "total": row["total"],
-            "allocated": row["allocated"],
-            "tainted": row["tainted"],
-            "free": row["total"] - row["allocated"] - row["tainted"],
-        }
+    for (driver, pool_name), row in rows:
+        key = [driver, pool_name]
+        counts = {state: row[state] for state in ("total", "allocated", "tainted", "free")}
         total.add_metric(key, counts["total"])
         allocated.add_metric(key, counts["allocated"])
         tainted.add_metric(key, counts["tainted"])
         free.add_metric(key, counts["free"])
         for state, count in counts.items():
-            per_driver[row["driver"]][state] += count
+            per_driver[driver][state] += count
     by_class = _gauge(
         "class_devices",
         "Devices per DeviceClass and state, for classes that only select a driver "
