@@ -4,23 +4,47 @@ The output has the shape of a conformance scenario (`../shared/conformance/READM
 device classes, resource slices, and the claims already allocated, all in the Kubernetes v1 JSON
 shape, so the allocator sees exactly what the scheduler would see. DeviceTaintRules are applied
 to the devices they select, as the scheduler does with the DeviceTaints feature.
+
+Decoding every stored object is most of a read's cost, so decoded objects are kept in the process
+per row and version (uid, resourceVersion, synced_at): a later read fetches only the rows that
+changed and returns the very same objects for the others, so caches keyed by object identity
+(the allocator's `SliceCache`) keep their work. Returned objects must be treated as immutable.
+Allocated claims are reduced to what the allocator reads: metadata and the allocation's results.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
+from django.db.models import Count, Max
 
 from claims.models import ResourceClaim
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
 
 JSON = dict[str, Any]
+
+# The tables whose rows make up a ClusterState; the fingerprint covers exactly these.
+FINGERPRINT_MODELS: tuple[type[models.Model], ...] = (
+    Node,
+    DeviceClass,
+    DeviceTaintRule,
+    ResourceSlice,
+    ResourceClaim,
+)
+
+# Rows fetched per query when only some changed (below SQLite's bound-parameter limit).
+_FETCH_CHUNK = 500
+
+_cache_lock = threading.Lock()
+# table label -> uid -> (version, decoded value); see _RowCache.
+_row_caches: dict[str, _RowCache] = {}
 
 
 @dataclass
@@ -61,11 +85,101 @@ def consistent_read() -> Iterator[None]:
         yield
 
 
-def _taints_by_device(rules: Iterable[DeviceTaintRule]) -> list[tuple[str, str, str, JSON]]:
-    return [(r.driver, r.pool_name, r.device_name, r.taint) for r in rules if r.taint]
+def cluster_fingerprint() -> str:
+    """A digest that changes whenever a row a ClusterState is read from changes.
+
+    Per table: the row count (catches deletions), the latest `synced_at` (every write of an
+    object sets it: catches updates and creations) and the highest primary key. One aggregate
+    query per table instead of reading every (uid, resourceVersion). Call it inside
+    `consistent_read()` to pair it with a read.
+    """
+    digest = hashlib.sha256()
+    for model in FINGERPRINT_MODELS:
+        row = model.objects.aggregate(rows=Count("pk"), last=Max("synced_at"), top=Max("pk"))
+        last = row["last"].isoformat() if row["last"] is not None else ""
+        digest.update(f"{model._meta.label}:{row['rows']}:{last}:{row['top']};".encode())
+    return digest.hexdigest()
 
 
-def _apply_taint_rules(slice_obj: JSON, rules: list[tuple[str, str, str, JSON]]) -> JSON:
+class _RowCache:
+    """Decoded values of one table's rows by uid, valid while the row's version is unchanged."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[tuple[str, Any], Any]] = {}
+
+    def values(
+        self,
+        queryset: models.QuerySet[Any],
+        *,
+        columns: tuple[str, ...],
+        decode: Callable[[tuple[Any, ...]], Any],
+    ) -> list[Any]:
+        """Decoded values in the queryset's order; only new or changed rows are fetched.
+
+        `columns` are fetched for changed rows and passed to `decode` as a tuple.
+        """
+        listed = list(queryset.values_list("uid", "resource_version", "synced_at"))
+        entries = self.entries
+        stale = [
+            uid
+            for uid, rv, synced in listed
+            if (cached := entries.get(uid)) is None or cached[0] != (rv, synced)
+        ]
+        if stale:
+            fetched: dict[str, tuple[tuple[str, Any], Any]] = {}
+            rows = queryset.values_list("uid", "resource_version", "synced_at", *columns)
+            if len(stale) > len(listed) // 2:
+                chunks: list[models.QuerySet[Any]] = [rows]
+            else:
+                chunks = [
+                    rows.filter(uid__in=stale[start : start + _FETCH_CHUNK])
+                    for start in range(0, len(stale), _FETCH_CHUNK)
+                ]
+            for chunk in chunks:
+                for uid, rv, synced, *values in chunk:
+                    fetched[uid] = ((rv, synced), decode(tuple(values)))
+            # Rows no longer listed are gone from the database: forget them.
+            self.entries = entries = {uid: fetched.get(uid) or entries[uid] for uid, _, _ in listed}
+        return [entries[uid][1] for uid, _, _ in listed]
+
+
+def _row_cache(model: type[models.Model], purpose: str) -> _RowCache:
+    key = f"{model._meta.label}:{purpose}"
+    cache = _row_caches.get(key)
+    if cache is None:
+        cache = _row_caches[key] = _RowCache()
+    return cache
+
+
+def forget_cached_rows() -> None:
+    """Drop every decoded row kept by earlier reads (tests that switch databases)."""
+    with _cache_lock:
+        _row_caches.clear()
+
+
+def _first(values: tuple[Any, ...]) -> Any:
+    return values[0]
+
+
+def _allocated_claim(values: tuple[Any, ...]) -> tuple[str, JSON | None]:
+    # Only what the allocator and the what-if changes read: who the claim is and its results.
+    uid, namespace, name, classic, results = values
+    ref = f"{namespace}/{name}"
+    if classic:
+        return ref, None
+    claim: JSON = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "status": {"allocation": {"devices": {"results": results or []}}},
+    }
+    return ref, claim
+
+
+TaintRule = tuple[str, str, str, JSON]
+
+
+def _apply_taint_rules(slice_obj: JSON, rules: list[TaintRule]) -> JSON:
     spec = slice_obj.get("spec") or {}
     driver = spec.get("driver")
     pool = (spec.get("pool") or {}).get("name")
@@ -80,43 +194,76 @@ def _apply_taint_rules(slice_obj: JSON, rules: list[tuple[str, str, str, JSON]])
     return patched
 
 
+class _PatchedSlices:
+    """Slices with the taint rules applied, reused while both the slice and the rules are."""
+
+    def __init__(self) -> None:
+        self.rules_key = ""
+        self.by_id: dict[int, tuple[JSON, JSON]] = {}
+
+    def apply(self, slices: list[JSON], rules: list[TaintRule]) -> list[JSON]:
+        rules_key = repr(rules)
+        if rules_key != self.rules_key:
+            self.rules_key = rules_key
+            self.by_id = {}
+        previous = self.by_id
+        current: dict[int, tuple[JSON, JSON]] = {}
+        out = []
+        for obj in slices:
+            entry = previous.get(id(obj))
+            if entry is None or entry[0] is not obj:
+                entry = (obj, _apply_taint_rules(obj, rules) if rules else obj)
+            current[id(obj)] = entry
+            out.append(entry[1])
+        self.by_id = current
+        return out
+
+
+_patched = _PatchedSlices()
+
+
 def read_cluster_state(*, node_names: Iterable[str] | None = None) -> ClusterState:
     """Read nodes, classes, slices and allocated claims in one consistent transaction."""
     wanted = set(node_names) if node_names is not None else None
-    with consistent_read():
-        nodes = [
-            obj
-            for name, obj in Node.objects.order_by("name").values_list("name", "obj")
-            if wanted is None or name in wanted
+    with _cache_lock, consistent_read():
+        fingerprint = cluster_fingerprint()
+        nodes = _row_cache(Node, "obj").values(
+            Node.objects.order_by("name"), columns=("obj",), decode=_first
+        )
+        classes = _row_cache(DeviceClass, "obj").values(
+            DeviceClass.objects.order_by("name"), columns=("obj",), decode=_first
+        )
+        rules: list[TaintRule] = [
+            (driver, pool, device, taint)
+            for driver, pool, device, taint in DeviceTaintRule.objects.order_by("uid").values_list(
+                "driver", "pool_name", "device_name", "taint"
+            )
+            if taint
         ]
-        classes = list(DeviceClass.objects.order_by("name").values_list("obj", flat=True))
-        rules = _taints_by_device(DeviceTaintRule.objects.all())
-        slices = [
-            _apply_taint_rules(obj, rules)
-            for obj in ResourceSlice.objects.filter(classic=False)
-            .order_by("name")
-            .values_list("obj", flat=True)
-        ]
-        allocated: list[JSON] = []
-        classic: list[str] = []
-        for ns, name, obj, is_classic in (
-            ResourceClaim.objects.filter(allocated_count__gt=0)
-            .order_by("namespace", "name")
-            .values_list("namespace", "name", "obj", "classic")
-        ):
-            if is_classic:
-                classic.append(f"{ns}/{name}")
-                continue
-            allocated.append(obj)
-        digest = hashlib.sha256()
-        for model in (Node, DeviceClass, DeviceTaintRule, ResourceSlice, ResourceClaim):
-            for uid, rv in model.objects.order_by("uid").values_list("uid", "resource_version"):
-                digest.update(f"{uid}@{rv};".encode())
+        stored_slices = _row_cache(ResourceSlice, "obj").values(
+            ResourceSlice.objects.filter(classic=False).order_by("name"),
+            columns=("obj",),
+            decode=_first,
+        )
+        slices = _patched.apply(stored_slices, rules)
+        claims = _row_cache(ResourceClaim, "allocation").values(
+            ResourceClaim.objects.filter(allocated_count__gt=0).order_by("namespace", "name"),
+            columns=(
+                "uid",
+                "namespace",
+                "name",
+                "classic",
+                "obj__status__allocation__devices__results",
+            ),
+            decode=_allocated_claim,
+        )
+    if wanted is not None:
+        nodes = [n for n in nodes if (n.get("metadata") or {}).get("name") in wanted]
     return ClusterState(
         nodes=nodes,
         classes=classes,
         slices=slices,
-        allocated_claims=allocated,
-        fingerprint=digest.hexdigest(),
-        classic_claims=classic,
+        allocated_claims=[claim for _, claim in claims if claim is not None],
+        fingerprint=fingerprint,
+        classic_claims=[ref for ref, claim in claims if claim is None],
     )

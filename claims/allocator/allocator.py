@@ -21,6 +21,7 @@ from claims.allocator.types import (
     JSON,
     AllocatedState,
     AllocationError,
+    DeviceID,
     Features,
     NodeAllocationError,
     ScenarioError,
@@ -51,7 +52,7 @@ class Allocator:
         share_id_factory: Callable[[], str] | None = None,
     ) -> None:
         self.features = features or Features()
-        self.allocated_state = allocated_state or AllocatedState()
+        self._allocated_state = allocated_state or AllocatedState()
         self.share_id_factory = share_id_factory
         self.classes: dict[str, JSON] = {}
         for index, device_class in enumerate(classes):
@@ -88,6 +89,44 @@ class Allocator:
         self._pools_by_node: dict[tuple[str, tuple[tuple[str, str], ...]], list[Pool]] = {}
         self._request_cache: dict[tuple[int, str | None], tuple[RequestView, RequestData]] = {}
         self._last_claims: tuple[list[JSON | ClaimInfo], list[ClaimInfo]] = ([], [])
+
+    @property
+    def allocated_state(self) -> AllocatedState:
+        """What is already allocated; the searches of later `allocate` calls exclude it."""
+        return self._allocated_state
+
+    @allocated_state.setter
+    def allocated_state(self, state: AllocatedState) -> None:
+        # Available counters were derived from the old state.
+        self._allocated_state = state
+        self._counter_cache.clear()
+
+    def record_allocation(self, results: Sequence[JSON]) -> list[DeviceID]:
+        """Count AllocationResults (as `allocate` returns them) as allocated from now on.
+
+        Updates the allocated state in place and forgets the available counters of only the pools
+        whose devices became allocated, so that placing claims one after another (headroom)
+        costs one allocation each, not a rebuild. Returns the devices newly allocated.
+        """
+        consumable = self.features.ConsumableCapacity
+        added: list[DeviceID] = []
+        for index, allocation in enumerate(results):
+            if not isinstance(allocation, dict):
+                raise ScenarioError(f"results[{index}]: expected an AllocationResult object")
+            entries = (allocation.get("devices") or {}).get("results") or []
+            added.extend(
+                self._allocated_state.add_results(
+                    entries,
+                    consumable_capacity=consumable,
+                    where=f"results[{index}].devices.results",
+                )
+            )
+        for _, pool, _ in added:
+            # Only a device that was not allocated before changes its pool's available counters
+            # (a further share of a device does not); the cache is keyed by pool name, as
+            # upstream's is.
+            self._counter_cache.pop(pool, None)
+        return added
 
     def new_run(self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]) -> Run:
         """Gather the node's pools and prepare a search without running it."""

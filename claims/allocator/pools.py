@@ -8,7 +8,7 @@ holding devices with binding conditions last, exactly like upstream's experiment
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -325,6 +325,25 @@ class SliceCache:
 
     def __len__(self) -> int:
         return len(self._by_id)
+
+    def retain(self, slices: Iterable[JSON]) -> int:
+        """Forget slices other than these objects, and pools built from forgotten slices.
+
+        A long-lived cache calls this when a new snapshot replaces the old one: slices that did
+        not change are the same objects and stay parsed. Returns how many slices were dropped.
+        """
+        keep = {id(raw) for raw in slices}
+        dropped = [key for key, info in self._by_id.items() if key not in keep]
+        for key in dropped:
+            del self._by_id[key]
+        if dropped:
+            kept_infos = {id(info) for info in self._by_id.values()}
+            self.pools = {
+                key: pool
+                for key, pool in self.pools.items()
+                if all(id(info) in kept_infos for part in key[1:] for info in part)
+            }
+        return len(dropped)
 
     def clear(self) -> None:
         """Forget every slice and pool, e.g. when a new snapshot replaces the old objects."""

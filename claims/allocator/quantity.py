@@ -141,6 +141,10 @@ def _round_up_to_nano(mantissa: int, exponent: int) -> tuple[int, int]:
     return (quotient if mantissa > 0 else -quotient), _NANO
 
 
+_PARSED_LIMIT = 65_536
+_PARSED: dict[str, Quantity] = {}
+
+
 @total_ordering
 class Quantity:
     """An immutable Kubernetes quantity: exact value, format and upstream representation."""
@@ -166,6 +170,21 @@ class Quantity:
     @classmethod
     def parse(cls, text: str) -> Quantity:
         """Parse ``text`` like ``resource.ParseQuantity``; raise QuantityError when invalid."""
+        # Quantities are immutable and clusters repeat the same few strings on thousands of
+        # devices, so each distinct text is parsed once.
+        if cls is Quantity and isinstance(text, str):
+            cached = _PARSED.get(text)
+            if cached is not None:
+                return cached
+            quantity = cls._parse_uncached(text)
+            if len(_PARSED) >= _PARSED_LIMIT:
+                _PARSED.clear()
+            _PARSED[text] = quantity
+            return quantity
+        return cls._parse_uncached(text)
+
+    @classmethod
+    def _parse_uncached(cls, text: str) -> Quantity:
         if not isinstance(text, str):
             raise QuantityError(f"quantity must be a string, not {type(text).__name__}")
         if not text:

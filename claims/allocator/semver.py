@@ -106,10 +106,26 @@ def _normalize(text: str) -> str:
     return ".".join(parts) + rest
 
 
+_PARSED_LIMIT = 16_384
+_PARSED: dict[tuple[str, bool], Semver] = {}
+
+
 def parse_semver(text: str, *, normalize: bool = False) -> Semver:
     """Parse a semantic version; raise SemverError when invalid."""
     if not isinstance(text, str):
         raise SemverError(f"version must be a string, not {type(text).__name__}")
+    # Versions are immutable and devices repeat the same few strings: parse each text once.
+    key = (text, normalize)
+    cached = _PARSED.get(key)
+    if cached is None:
+        cached = _parse_semver(text, normalize=normalize)
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[key] = cached
+    return cached
+
+
+def _parse_semver(text: str, *, normalize: bool) -> Semver:
     original = text
     if normalize:
         text = _normalize(text)

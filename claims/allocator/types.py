@@ -107,11 +107,43 @@ def sub_capacity(target: ConsumedCapacity, subtracted: Mapping[str, Quantity]) -
 
 @dataclass
 class AllocatedState:
-    """Devices already in use before this allocation (upstream schedulerapi.AllocatedState)."""
+    """Devices already in use before this allocation (upstream schedulerapi.AllocatedState).
+
+    Shares are also indexed by device so that `is_device_allocated` is a few lookups. Add shares
+    with `add_shared_device` (or the other methods) rather than to the set directly: the index is
+    rebuilt when the set's size no longer matches it, which catches direct additions but not a
+    removal paired with an addition.
+    """
 
     allocated_devices: set[DeviceID] = field(default_factory=set)
     allocated_shared_device_ids: set[SharedDeviceID] = field(default_factory=set)
     aggregated_capacity: dict[DeviceID, ConsumedCapacity] = field(default_factory=dict)
+    _shares_per_device: dict[DeviceID, int] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _indexed_shares: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._reindex_shares()
+
+    def _reindex_shares(self) -> None:
+        counts: dict[DeviceID, int] = {}
+        for shared in self.allocated_shared_device_ids:
+            base = shared[:3]
+            counts[base] = counts.get(base, 0) + 1
+        self._shares_per_device = counts
+        self._indexed_shares = len(self.allocated_shared_device_ids)
+
+    def add_shared_device(self, device_id: DeviceID, share_id: str) -> None:
+        """Record one share of a device that allows multiple allocations."""
+        if len(self.allocated_shared_device_ids) != self._indexed_shares:
+            self._reindex_shares()
+        shared = (*device_id, share_id)
+        if shared in self.allocated_shared_device_ids:
+            return
+        self.allocated_shared_device_ids.add(shared)
+        self._shares_per_device[device_id] = self._shares_per_device.get(device_id, 0) + 1
+        self._indexed_shares += 1
 
     def insert_capacity(self, device_id: DeviceID, consumed: Mapping[str, Quantity]) -> None:
         """Record capacity consumed by one share of a device."""
@@ -125,45 +157,68 @@ class AllocatedState:
         """True if the device is dedicated, shared or has consumed capacity (IsDeviceAllocated)."""
         if device_id in self.allocated_devices or device_id in self.aggregated_capacity:
             return True
-        return any(shared[:3] == device_id for shared in self.allocated_shared_device_ids)
+        if len(self.allocated_shared_device_ids) != self._indexed_shares:
+            self._reindex_shares()
+        return device_id in self._shares_per_device
+
+    def copy(self) -> AllocatedState:
+        """An independent copy: changes to either do not show in the other."""
+        return AllocatedState(
+            allocated_devices=set(self.allocated_devices),
+            allocated_shared_device_ids=set(self.allocated_shared_device_ids),
+            aggregated_capacity={k: dict(v) for k, v in self.aggregated_capacity.items()},
+        )
+
+    def add_results(
+        self, results: Iterable[Any], *, consumable_capacity: bool, where: str
+    ) -> list[DeviceID]:
+        """Count the entries of one `status.allocation.devices.results` list as allocated.
+
+        Results with adminAccess hold no device. With ConsumableCapacity, a result with a shareID
+        is a share of its device and its consumedCapacity is aggregated; otherwise it is
+        dedicated. Returns the devices that were not allocated before.
+        """
+        added: list[DeviceID] = []
+        for result in results:
+            if not isinstance(result, dict):
+                raise ScenarioError(f"{where}: expected a device result object")
+            if result.get("adminAccess") is True:
+                continue
+            try:
+                device_id = (result["driver"], result["pool"], result["device"])
+            except KeyError as exc:
+                raise ScenarioError(f"{where}: missing {exc.args[0]}") from exc
+            if not self.is_device_allocated(device_id):
+                added.append(device_id)
+            share_id = result.get("shareID")
+            if consumable_capacity and share_id is not None:
+                self.add_shared_device(device_id, share_id)
+                consumed = result.get("consumedCapacity")
+                if consumed is not None:
+                    self.insert_capacity(
+                        device_id,
+                        {
+                            name: parse_quantity(value, where=f"{where} consumedCapacity.{name}")
+                            for name, value in consumed.items()
+                        },
+                    )
+                continue
+            self.allocated_devices.add(device_id)
+        return added
 
     def add_allocated_claims(self, claims: Iterable[JSON], *, consumable_capacity: bool) -> None:
-        """Count the results of allocated claims as the scheduler does.
-
-        Results with adminAccess hold no device. With ConsumableCapacity, a result with a shareID is
-        a share of its device and its consumedCapacity is aggregated; otherwise it is dedicated.
-        """
+        """Count the results of allocated claims as the scheduler does (see `add_results`)."""
         for index, claim in enumerate(claims):
             where = f"allocatedClaims[{index}]"
             if not isinstance(claim, dict):
                 raise ScenarioError(f"{where}: expected a ResourceClaim object")
             allocation = (claim.get("status") or {}).get("allocation") or {}
             results = (allocation.get("devices") or {}).get("results") or []
-            for result in results:
-                if result.get("adminAccess") is True:
-                    continue
-                try:
-                    device_id = (result["driver"], result["pool"], result["device"])
-                except KeyError as exc:
-                    raise ScenarioError(
-                        f"{where}.status.allocation.devices.results: missing {exc.args[0]}"
-                    ) from exc
-                share_id = result.get("shareID")
-                if consumable_capacity and share_id is not None:
-                    self.allocated_shared_device_ids.add((*device_id, share_id))
-                    consumed = result.get("consumedCapacity")
-                    if consumed is not None:
-                        self.insert_capacity(
-                            device_id,
-                            {
-                                name: parse_quantity(
-                                    value, where=f"{where} consumedCapacity.{name}"
-                                )
-                                for name, value in consumed.items()
-                            },
-                        )
-                    continue
-                self.allocated_devices.add(device_id)
+            self.add_results(
+                results,
+                consumable_capacity=consumable_capacity,
+                where=f"{where}.status.allocation.devices.results",
+            )
 
     @classmethod
     def from_scenario(cls, scenario: Mapping[str, Any], *, features: Features) -> AllocatedState:
@@ -176,8 +231,8 @@ class AllocatedState:
             state.allocated_devices.add(parse_device_id(text))
         for index, entry in enumerate(scenario.get("allocatedSharedDevices") or []):
             try:
-                state.allocated_shared_device_ids.add(
-                    (entry["driver"], entry["pool"], entry["device"], entry.get("shareID") or "")
+                state.add_shared_device(
+                    (entry["driver"], entry["pool"], entry["device"]), entry.get("shareID") or ""
                 )
             except (KeyError, TypeError) as exc:
                 raise ScenarioError(

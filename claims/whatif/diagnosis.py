@@ -17,10 +17,11 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from claims.snapshot import cluster_fingerprint
 from claims.whatif.engine import Simulation, evaluate
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.options import Options
-from claims.whatif.state import build_view, cluster_state, current_fingerprint
+from claims.whatif.state import build_view, cluster_state
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
     """Recompute every waiting claim's diagnosis; returns counts (written, cleared, claims)."""
     from claims.models import ResourceClaim
 
-    fingerprint = current_fingerprint()
+    fingerprint = cluster_fingerprint()
     waiting = waiting_claims()
     run_key = hashlib.sha256(
         json.dumps([fingerprint, sorted(map(list, waiting))], default=str).encode()

@@ -19,11 +19,12 @@ from typing import Any
 
 from django.core.cache import cache
 
+from claims.snapshot import cluster_fingerprint
 from claims.whatif.engine import Progress, Simulation, evaluate
 from claims.whatif.inputs import JSON, ParsedInput, parse_input
 from claims.whatif.options import Options, parse_options
 from claims.whatif.quota import admission
-from claims.whatif.state import ClusterView, build_view, cluster_state, current_fingerprint
+from claims.whatif.state import ClusterView, build_view, cluster_state
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ def what_if(
         explain=explain,
     )
     parsed = parse_input(source, namespace=namespace, lookup=lookup_object)
-    fingerprint = current_fingerprint()
+    fingerprint = cluster_fingerprint()
     quotas = namespace_quotas(parsed.namespace)
     key = _cache_key(parsed, options, fingerprint, quotas)
     if use_cache:

@@ -1,22 +1,26 @@
 """The cluster as what-if sees it: the last database read, cached by fingerprint, plus assumptions.
 
 Reading a 1,000-node cluster and parsing its slices costs far more than a what-if itself, so the
-last `ClusterState` is kept in the process with the `SliceCache` that parsed its slices; a cheap
-fingerprint query decides whether it is still current. Assumed changes (`assume`) never touch
-that cached state: they build a `ClusterView` that shares every unchanged object with it, so
-unchanged slices stay parsed.
+last `ClusterState` is kept in the process with a `SliceCache` that outlives it; a cheap
+fingerprint query (`claims.snapshot.cluster_fingerprint`) decides whether it is still current.
+Assumed changes (`assume`) never touch that cached state: they build a `ClusterView` that shares
+every unchanged object with it, so unchanged slices stay parsed.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from claims.allocator import SelectorCache, SliceCache
-from claims.snapshot import ClusterState, consistent_read, read_cluster_state
+from claims.snapshot import (
+    ClusterState,
+    cluster_fingerprint,
+    forget_cached_rows,
+    read_cluster_state,
+)
 from claims.whatif.inputs import JSON, WhatIfError
 
 # Selector results are keyed by device content, which stays valid across cluster states; a cache
@@ -24,7 +28,8 @@ from claims.whatif.inputs import JSON, WhatIfError
 _SELECTOR_CACHE_LIMIT = 500_000
 
 _lock = threading.Lock()
-_cached: tuple[ClusterState, SliceCache] | None = None
+_cached: ClusterState | None = None
+_slice_cache = SliceCache()
 _selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
 
 
@@ -42,39 +47,32 @@ class ClusterView:
     assumed: list[str] = field(default_factory=list)
 
 
-def current_fingerprint() -> str:
-    """The fingerprint `read_cluster_state` would compute, from (uid, resourceVersion) only."""
-    from claims.models import ResourceClaim
-    from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
-
-    digest = hashlib.sha256()
-    with consistent_read():
-        for model in (Node, DeviceClass, DeviceTaintRule, ResourceSlice, ResourceClaim):
-            for uid, rv in model.objects.order_by("uid").values_list("uid", "resource_version"):
-                digest.update(f"{uid}@{rv};".encode())
-    return digest.hexdigest()
-
-
 def cluster_state(*, fingerprint: str | None = None) -> tuple[ClusterState, SliceCache]:
-    """The current state and its slice cache, read again only when the fingerprint changed."""
+    """The current state and the slice cache, read again only when the fingerprint changed.
+
+    One SliceCache lives as long as the process: a new read returns the same objects for slices
+    that did not change, so only changed slices are parsed again and their pools rebuilt.
+    """
     global _cached
-    wanted = fingerprint or current_fingerprint()
+    wanted = fingerprint or cluster_fingerprint()
     with _lock:
         cached = _cached
-    if cached is not None and cached[0].fingerprint == wanted:
-        return cached
+    if cached is not None and cached.fingerprint == wanted:
+        return cached, _slice_cache
     state = read_cluster_state()
-    entry = (state, SliceCache())
     with _lock:
-        _cached = entry
-    return entry
+        _slice_cache.retain(state.slices)
+        _cached = state
+    return state, _slice_cache
 
 
 def forget_cluster_state() -> None:
-    """Drop the cached state (tests that rewrite the database between requests)."""
+    """Drop the cached state and parsed objects (tests that rewrite the database)."""
     global _cached
     with _lock:
         _cached = None
+        _slice_cache.clear()
+    forget_cached_rows()
 
 
 def selector_cache(*, consumable_capacity: bool, list_type_attributes: bool) -> SelectorCache:
@@ -124,6 +122,10 @@ def build_view(state: ClusterState, slice_cache: SliceCache, assume: Sequence[JS
         elif op == "drop-pool":
             _drop_pool(view, change["pool"], where=where)
         view.assumed.append(describe_change(change))
+    if len(slice_cache) > 2 * len(state.slices) + 1000:
+        # Assumed changes parse copies of slices; keep the shared cache from growing with them.
+        with _lock:
+            slice_cache.retain([*state.slices, *view.slices])
     return view
 
 
@@ -239,8 +241,3 @@ def _drop_pool(view: ClusterView, pool_id: str, *, where: str) -> None:
     if len(kept) == len(view.slices):
         raise WhatIfError(f"{where}.pool", f"no pool {pool_id}")
     view.slices = kept
-
-
-def with_fingerprint(view: ClusterView, fingerprint: str) -> ClusterView:
-    """A copy of the view under another fingerprint (diagnosis runs reuse one view)."""
-    return replace(view, fingerprint=fingerprint)

@@ -1,0 +1,130 @@
+"""Headroom and stranded devices: copies of the claims placed first-fit until the cluster is full.
+
+Each placed copy is recorded on the simulation's allocator incrementally, so a copy costs about
+one allocation, not a rebuild of the allocated state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from claims.allocator.nodeselection import NodeSelector
+from claims.whatif.inputs import JSON, InputClaim
+from claims.whatif.simulation import NodeVerdict, Simulation
+
+# progress(done, total, phase)
+Progress = Callable[[int, int, str], None]
+
+MAX_STRANDED_LISTED = 50
+
+
+def place_copies(
+    sim: Simulation,
+    *,
+    nodes: Sequence[JSON],
+    verdicts: Sequence[NodeVerdict],
+    first_claims: list[JSON],
+    copy_claims: list[JSON],
+    pins: list[NodeSelector],
+    inputs: Sequence[InputClaim],
+    count: int,
+    progress: Progress | None,
+) -> JSON:
+    """Place up to `count` copies first-fit in node order, each seeing the ones before.
+
+    Allocation only ever takes devices away, so a node found full stays full: the scan never
+    goes back, and the total work is about one allocation per copy plus one per node.
+    """
+    placed_on: dict[str, int] = {}
+    placed = 0
+    index = 0
+    claims_now = first_claims
+    pins_now = list(pins)
+    stopped = ""
+    while placed < count:
+        while index < len(nodes) and not (verdicts[index].fits and verdicts[index].schedulable):
+            index += 1
+        if index >= len(nodes):
+            stopped = "no schedulable node has room for another copy"
+            break
+        node = nodes[index]
+        if placed == 0:
+            results = verdicts[index].results or []
+        else:
+            verdict = sim.verdict(
+                node,
+                claims_now,
+                schedulable=True,
+                pins=pins_now,
+                inputs=inputs,
+                with_reasons=False,
+            )
+            if not verdict.fits:
+                verdicts[index].fits = False
+                verdicts[index].results = None
+                index += 1
+                continue
+            results = verdict.results or []
+        if claims_now:
+            sim.record(claims_now, results)
+        if placed == 0 and claims_now is not copy_claims:
+            # Claims shared by all copies (a pod's existing claims) now pin later copies.
+            for claim, result in zip(claims_now, results, strict=True):
+                if claim not in copy_claims and result.get("nodeSelector"):
+                    pins_now.append(NodeSelector(result["nodeSelector"]))
+            claims_now = copy_claims
+        placed += 1
+        name = str((node.get("metadata") or {}).get("name"))
+        placed_on[name] = placed_on.get(name, 0) + 1
+        if progress is not None and placed % 100 == 0:
+            progress(placed, count, "copies")
+    if placed >= count:
+        stopped = "all requested copies placed"
+    return {
+        "requested": count,
+        "placed": placed,
+        "placements": [{"node": n, "copies": c} for n, c in placed_on.items()],
+        "stoppedBecause": stopped,
+        "exhausted": placed < count,
+        "_lastIndex": index,
+    }
+
+
+def stranded_devices(
+    sim: Simulation,
+    *,
+    nodes: Sequence[JSON],
+    verdicts: Sequence[NodeVerdict],
+    headroom: JSON,
+    claims: Sequence[JSON],
+) -> JSON:
+    """Free devices of the claims' classes on nodes where no further copy fits.
+
+    The nodes that received copies are asked again; other nodes keep their verdict.
+    """
+    last_index = int(headroom["_lastIndex"])
+    if not claims:
+        return {"total": 0, "byNode": {}}
+    expressions = sim.class_expressions(claims)
+    placed_nodes = {p["node"] for p in headroom["placements"]}
+    seen: set[str] = set()
+    by_node: dict[str, list[str]] = {}
+    total = 0
+    for index, (node, verdict) in enumerate(zip(nodes, verdicts, strict=True)):
+        fits = verdict.fits
+        if headroom["exhausted"] or index < last_index:
+            fits = False
+        elif verdict.node in placed_nodes:
+            again = sim.verdict(
+                node, claims, schedulable=True, pins=[], inputs=[], with_reasons=False
+            )
+            fits = again.fits
+        if fits:
+            continue
+        free = [d for d in sim.free_devices(node, claims, expressions) if d not in seen]
+        seen.update(free)
+        if free:
+            total += len(free)
+            if len(by_node) < MAX_STRANDED_LISTED:
+                by_node[verdict.node] = free
+    return {"total": total, "byNode": by_node}

@@ -1,0 +1,263 @@
+"""One allocator over one cluster view, asked node after node: `Simulation` and per-node verdicts.
+
+`Simulation` builds one `Allocator` for a `ClusterView` and asks it node after node, as the
+scheduler's filter does, so parsed slices, built pools and selector results are shared by all
+nodes (and, for headroom, by all copies). Placements are recorded on the allocator
+incrementally (`Allocator.record_allocation`). Nothing here writes to the database.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from claims.allocator import (
+    AllocatedState,
+    AllocationError,
+    Allocator,
+    Features,
+    NodeAllocationError,
+    NodeInfo,
+)
+from claims.allocator.explain import STAGES, RequestReport, explain
+from claims.allocator.nodeselection import NodeSelector, node_matches
+from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
+from claims.whatif.state import ClusterView, selector_cache
+
+
+@dataclass
+class NodeVerdict:
+    """Whether the claims fit on one node, with devices or reasons."""
+
+    node: str
+    schedulable: bool
+    fits: bool
+    results: list[JSON] | None = None
+    reports: list[RequestReport] = field(default_factory=list)
+    error: str = ""
+    pinned_out: str = ""
+
+    def score(self) -> float:
+        """How close a failing node came: later blocking stages, more devices left: higher."""
+        if self.error or self.pinned_out:
+            return -1.0
+        total = 0.0
+        for report in self.reports:
+            if not report.blocking_stage:
+                total += len(STAGES)
+                continue
+            stage_index = STAGES.index(report.blocking_stage)
+            left = next(s.remaining for s in report.stages if s.stage == report.blocking_stage)
+            total += stage_index + (left / report.wanted if report.wanted else 0.0)
+        return total
+
+
+def _tolerates(tolerations: Sequence[JSON], taint: JSON) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key")
+        operator = toleration.get("operator") or "Equal"
+        if not key:
+            if operator == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if operator == "Exists" or toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def node_schedulable(node: JSON, tolerations: Sequence[JSON]) -> bool:
+    """Not cordoned, Ready, and no NoSchedule/NoExecute taint the pod does not tolerate."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return False
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            return False
+    return all(
+        _tolerates(tolerations, taint)
+        for taint in spec.get("taints") or []
+        if taint.get("effect") in {"NoSchedule", "NoExecute"}
+    )
+
+
+def flatten_devices(claim_ref: str, allocation: JSON) -> list[JSON]:
+    """The devices of one AllocationResult, one entry per result, with the claim's name."""
+    out = []
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        # Every field of the result (tolerations, binding conditions, capacity, share ID).
+        entry = {"claim": claim_ref, **result}
+        out.append(entry)
+    return out
+
+
+def report_dict(report: RequestReport) -> JSON:
+    """A compact request report: stages as a list the templates render."""
+    return {
+        "claim": report.claim,
+        "request": report.request,
+        "wanted": report.wanted,
+        "stage": report.blocking_stage,
+        "reason": report.message,
+        "stages": [{"stage": s.stage, "remaining": s.remaining} for s in report.stages],
+    }
+
+
+class Simulation:
+    """One allocator over one cluster view, asked for any number of claim sets."""
+
+    def __init__(self, view: ClusterView, *, features: Features) -> None:
+        self.view = view
+        self.features = features
+        self.class_names = {str((c.get("metadata") or {}).get("name")) for c in view.classes}
+        state = AllocatedState()
+        try:
+            state.add_allocated_claims(
+                view.allocated_claims, consumable_capacity=features.ConsumableCapacity
+            )
+            self.allocator = Allocator(
+                classes=view.classes,
+                slices=view.slices,
+                features=features,
+                allocated_state=state,
+                selector_cache=selector_cache(
+                    consumable_capacity=features.ConsumableCapacity,
+                    list_type_attributes=features.ListTypeAttributes,
+                ),
+                slice_cache=view.slice_cache,
+            )
+        except AllocationError as exc:
+            # The stored cluster itself is malformed (a slice the allocator cannot read).
+            raise WhatIfError("cluster", str(exc)) from exc
+        self._base_state = state
+        # True once placements were recorded on the allocator's copy of the state.
+        self._dirty = True
+        # A simulation is reused by later requests on the same view; one user at a time.
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget placements recorded since construction: back to the cluster's allocations."""
+        if self._dirty:
+            # Assigning a state makes the allocator forget counters derived from the old one.
+            self.allocator.allocated_state = self._base_state.copy()
+            self._dirty = False
+
+    def check_classes(self, claims: Iterable[InputClaim]) -> None:
+        """Unknown DeviceClass names are input errors, as the scheduler would report them."""
+        for claim in claims:
+            requests = ((claim.obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+            for r_index, request in enumerate(requests):
+                views = []
+                if request.get("exactly") is not None:
+                    views.append((f"requests[{r_index}].exactly", request["exactly"]))
+                for s_index, sub in enumerate(request.get("firstAvailable") or []):
+                    views.append((f"requests[{r_index}].firstAvailable[{s_index}]", sub))
+                for path, view in views:
+                    name = (view or {}).get("deviceClassName")
+                    if name not in self.class_names:
+                        raise WhatIfError(
+                            f"{claim.source}: spec.devices.{path}.deviceClassName",
+                            f"DeviceClass {name!r} not found",
+                        )
+
+    def record(self, claims: Sequence[JSON], results: Sequence[JSON]) -> None:
+        """Count a placement as allocated so the next question sees it."""
+        if len(claims) != len(results):
+            raise ValueError(f"{len(results)} allocation results for {len(claims)} claims")
+        self._dirty = True
+        self.allocator.record_allocation(results)
+
+    def verdict(
+        self,
+        node: JSON,
+        claims: Sequence[JSON],
+        *,
+        schedulable: bool,
+        pins: Sequence[NodeSelector],
+        inputs: Sequence[InputClaim],
+        with_reasons: bool,
+    ) -> NodeVerdict:
+        """Allocate on one node; explain the failure when asked."""
+        name = str((node.get("metadata") or {}).get("name") or "")
+        verdict = NodeVerdict(node=name, schedulable=schedulable, fits=False)
+        info = NodeInfo.from_object(node)
+        for pin in pins:
+            try:
+                allowed = node_matches(info, node_name="", all_nodes=False, selector=pin)
+            except AllocationError:
+                allowed = False
+            if not allowed:
+                verdict.pinned_out = "an existing claim of the pod is allocated for other nodes"
+                return verdict
+        if not claims:
+            verdict.fits = True
+            verdict.results = []
+            return verdict
+        try:
+            results = self.allocator.allocate(info, claims)
+        except NodeAllocationError as exc:
+            verdict.error = str(exc)
+            return verdict
+        except AllocationError as exc:
+            if "CEL runtime error" not in str(exc):
+                raise WhatIfError(field_of_allocation_error(str(exc), inputs), str(exc)) from exc
+            # A selector failing on one of this node's devices fails the node, as upstream's
+            # filter does; the input itself was checked before.
+            verdict.error = str(exc)
+            return verdict
+        if results is not None:
+            verdict.fits = True
+            verdict.results = results
+        elif with_reasons:
+            verdict.reports = explain(self.allocator, info, claims)
+        return verdict
+
+    def class_expressions(self, claims: Sequence[JSON]) -> list[tuple[str, ...]]:
+        """Per class the claims ask for, its selector expressions."""
+        wanted: set[str] = set()
+        for claim in claims:
+            for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                for view in [request.get("exactly"), *(request.get("firstAvailable") or [])]:
+                    if view and view.get("deviceClassName"):
+                        wanted.add(str(view["deviceClassName"]))
+        out = []
+        for device_class in self.view.classes:
+            if str((device_class.get("metadata") or {}).get("name")) in wanted:
+                selectors = (device_class.get("spec") or {}).get("selectors") or []
+                out.append(
+                    tuple(str((s.get("cel") or {}).get("expression", "")) for s in selectors)
+                )
+        return out
+
+    def free_devices(
+        self, node: JSON, claims: Sequence[JSON], expressions: Sequence[tuple[str, ...]]
+    ) -> list[str]:
+        """Free devices on the node that one of the claims' classes would accept."""
+        run = self.allocator.new_run(NodeInfo.from_object(node), claims)
+        cache = self.allocator.selector_cache
+        is_allocated = self.allocator.allocated_state.is_device_allocated
+        free: list[str] = []
+        for pool in run.pools:
+            if pool.is_incomplete or pool.is_invalid:
+                continue
+            for info in pool.slices:
+                for device in info.devices:
+                    if is_allocated((info.driver, info.pool, device.name)):
+                        continue
+                    if any(_all_match(cache, exprs, device) for exprs in expressions):
+                        free.append(f"{info.driver}/{info.pool}/{device.name}")
+        return free
+
+
+def _all_match(cache: Any, expressions: Sequence[str], device: Any) -> bool:
+    try:
+        return all(cache.matches(expression, device) for expression in expressions)
+    except Exception:  # a class selector failing on a device just means "not this class"
+        return False
