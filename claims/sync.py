@@ -26,13 +26,11 @@ from inventory.sync import (
     JSON,
     BatchResult,
     KindHandler,
-    count_change,
+    Written,
     delete_row,
-    meta_columns,
-    object_uid,
     register,
-    upsert_row,
 )
+from inventory.sync.core import chunks
 
 
 def claim_state(obj: Mapping[str, Any]) -> str:
@@ -84,51 +82,41 @@ def device_classes_of(spec: Mapping[str, Any]) -> list[str]:
     return sorted(set(names))
 
 
-def upsert_claim(obj: JSON, raw: JSON, result: BatchResult) -> None:
+def claim_columns(obj: JSON) -> JSON:
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    allocation = status.get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
+    allocation = (obj.get("status") or {}).get("allocation") or {}
     owners = meta.get("ownerReferences") or []
-    columns = meta_columns(raw, obj)
-    columns.update(
-        state=claim_state(obj),
-        classic="classic" in obj,
-        node_name=selector_node_name(allocation.get("nodeSelector")),
-        device_classes=device_classes_of(spec),
-        request_count=len(_requests(spec)),
-        allocated_count=len(results),
-        template_name=str(
+    return {
+        "state": claim_state(obj),
+        "classic": "classic" in obj,
+        "node_name": selector_node_name(allocation.get("nodeSelector")),
+        "device_classes": device_classes_of(spec),
+        "request_count": len(_requests(spec)),
+        "allocated_count": len(_results(obj)),
+        "template_name": str(
             (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name", "")
         ),
-        owner_pod=next((str(o.get("name")) for o in owners if o.get("kind") == "Pod"), ""),
-    )
-    row, changed, created = upsert_row(
-        ResourceClaim,
-        uid=object_uid(obj),
-        columns=columns,
-        namespace=str(meta.get("namespace", "")),
-        result=result,
-    )
-    if not changed:
-        result.unchanged += 1
-        return
-    if not created:
-        row.allocated_devices.all().delete()
-        row.reservations.all().delete()
-    _add_allocation(row, results, status.get("devices") or [])
-    _add_reservations(row, status.get("reservedFor") or [])
-    result.upserted += 1
-    result.touch("claims", row.pk)
-    result.touch(
-        "devices", *(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results)
+        "owner_pod": next((str(o.get("name")) for o in owners if o.get("kind") == "Pod"), ""),
+    }
+
+
+def _results(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or [])
+
+
+def claim_children(obj: JSON) -> tuple[list[JSON], list[JSON]]:
+    """AllocatedDevice and Reservation columns of one claim, from its status."""
+    status = obj.get("status") or {}
+    return _allocated_devices(_results(obj), status.get("devices") or []), _reservations(
+        status.get("reservedFor") or []
     )
 
 
-def _add_allocation(
-    row: ResourceClaim, results: list[Mapping[str, Any]], device_status: list[Mapping[str, Any]]
-) -> None:
+def _allocated_devices(
+    results: list[Mapping[str, Any]], device_status: list[Mapping[str, Any]]
+) -> list[JSON]:
     statuses = {
         (s.get("driver"), s.get("pool"), s.get("device"), s.get("shareID") or ""): s
         for s in device_status
@@ -140,37 +128,54 @@ def _add_allocation(
             (entry.get("driver"), entry.get("pool"), entry.get("device"), share_id), {}
         )
         rows.append(
-            AllocatedDevice(
-                claim=row,
-                request=str(entry.get("request", "")),
-                driver=str(entry.get("driver", "")),
-                pool=str(entry.get("pool", "")),
-                device=str(entry.get("device", "")),
-                share_id=share_id,
-                consumed_capacity=entry.get("consumedCapacity") or {},
-                admin_access=bool(entry.get("adminAccess")),
-                tolerations=entry.get("tolerations") or [],
-                binding_conditions=entry.get("bindingConditions") or [],
-                binding_failure_conditions=entry.get("bindingFailureConditions") or [],
-                conditions=status.get("conditions") or [],
-                network_data=status.get("networkData"),
-                data=status.get("data"),
-            )
+            {
+                "request": str(entry.get("request", "")),
+                "driver": str(entry.get("driver", "")),
+                "pool": str(entry.get("pool", "")),
+                "device": str(entry.get("device", "")),
+                "share_id": share_id,
+                "consumed_capacity": entry.get("consumedCapacity") or {},
+                "admin_access": bool(entry.get("adminAccess")),
+                "tolerations": entry.get("tolerations") or [],
+                "binding_conditions": entry.get("bindingConditions") or [],
+                "binding_failure_conditions": entry.get("bindingFailureConditions") or [],
+                "conditions": status.get("conditions") or [],
+                "network_data": status.get("networkData"),
+                "data": status.get("data"),
+            }
         )
-    AllocatedDevice.objects.bulk_create(rows)
+    return rows
 
 
-def _add_reservations(row: ResourceClaim, reserved_for: list[Mapping[str, Any]]) -> None:
-    Reservation.objects.bulk_create(
-        Reservation(
-            claim=row,
-            api_group=str(ref.get("apiGroup") or ""),
-            resource=str(ref.get("resource") or "pods"),
-            name=str(ref.get("name", "")),
-            consumer_uid=str(ref.get("uid", "")),
-        )
+def _reservations(reserved_for: list[Mapping[str, Any]]) -> list[JSON]:
+    return [
+        {
+            "api_group": str(ref.get("apiGroup") or ""),
+            "resource": str(ref.get("resource") or "pods"),
+            "name": str(ref.get("name", "")),
+            "consumer_uid": str(ref.get("uid", "")),
+        }
         for ref in reserved_for
-    )
+    ]
+
+
+def claims_written(written: list[Written], result: BatchResult) -> None:
+    """Replace the allocated devices and reservations of every written claim at once."""
+    updated = [entry.row.pk for entry in written if not entry.created]
+    for part in chunks(updated):
+        AllocatedDevice.objects.filter(claim_id__in=part).delete()
+        Reservation.objects.filter(claim_id__in=part).delete()
+    devices: list[AllocatedDevice] = []
+    reservations: list[Reservation] = []
+    for entry in written:
+        allocated, reserved = entry.item.children
+        devices.extend(AllocatedDevice(claim_id=entry.row.pk, **columns) for columns in allocated)
+        reservations.extend(Reservation(claim_id=entry.row.pk, **columns) for columns in reserved)
+        result.upserted += 1
+        result.touch("claims", entry.row.pk)
+        result.touch("devices", *(f"{c['driver']}/{c['pool']}/{c['device']}" for c in allocated))
+    AllocatedDevice.objects.bulk_create(devices, batch_size=500)
+    Reservation.objects.bulk_create(reservations, batch_size=500)
 
 
 def delete_claim(row: KubeObject, result: BatchResult) -> None:
@@ -180,26 +185,15 @@ def delete_claim(row: KubeObject, result: BatchResult) -> None:
     row.delete()
 
 
-def upsert_template(obj: JSON, raw: JSON, result: BatchResult) -> None:
-    meta = obj["metadata"]
-    columns = meta_columns(raw, obj)
-    columns["device_classes"] = device_classes_of(((obj.get("spec") or {}).get("spec")) or {})
-    row, changed, _ = upsert_row(
-        ResourceClaimTemplate,
-        uid=object_uid(obj),
-        columns=columns,
-        namespace=str(meta.get("namespace", "")),
-        result=result,
-    )
-    count_change(result, changed, "templates", row.pk)
+def template_columns(obj: JSON) -> JSON:
+    return {"device_classes": device_classes_of(((obj.get("spec") or {}).get("spec")) or {})}
 
 
 def pod_uses_claims(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("spec") or {}).get("resourceClaims"))
 
 
-def upsert_pod(obj: JSON, raw: JSON, result: BatchResult) -> None:
-    meta = obj["metadata"]
+def pod_columns(obj: JSON) -> JSON:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     containers: dict[str, list[str]] = {}
@@ -207,55 +201,29 @@ def upsert_pod(obj: JSON, raw: JSON, result: BatchResult) -> None:
         claims = (container.get("resources") or {}).get("claims") or []
         if claims:
             containers[str(container.get("name"))] = [str(c.get("name")) for c in claims]
-    columns = meta_columns(raw, obj)
-    columns.update(
-        phase=str(status.get("phase") or ""),
-        node_name=str(spec.get("nodeName") or ""),
-        resource_claims=spec.get("resourceClaims") or [],
-        container_claims=containers,
-        claim_statuses=status.get("resourceClaimStatuses") or [],
-    )
-    row, changed, _ = upsert_row(
-        PodModel,
-        uid=object_uid(obj),
-        columns=columns,
-        namespace=str(meta.get("namespace", "")),
-        result=result,
-    )
-    count_change(result, changed, "pods", row.pk)
+    return {
+        "phase": str(status.get("phase") or ""),
+        "node_name": str(spec.get("nodeName") or ""),
+        "resource_claims": spec.get("resourceClaims") or [],
+        "container_claims": containers,
+        "claim_statuses": status.get("resourceClaimStatuses") or [],
+    }
 
 
-def upsert_quota(obj: JSON, raw: JSON, result: BatchResult) -> None:
-    meta = obj["metadata"]
-    columns = meta_columns(raw, obj)
-    columns["hard"] = (
-        (obj.get("status") or {}).get("hard") or (obj.get("spec") or {}).get("hard") or {}
-    )
-    columns["used"] = (obj.get("status") or {}).get("used") or {}
-    row, changed, _ = upsert_row(
-        ResourceQuota,
-        uid=object_uid(obj),
-        columns=columns,
-        namespace=str(meta.get("namespace", "")),
-        result=result,
-    )
-    count_change(result, changed, "quotas", row.pk)
+def quota_columns(obj: JSON) -> JSON:
+    status = obj.get("status") or {}
+    return {
+        "hard": status.get("hard") or (obj.get("spec") or {}).get("hard") or {},
+        "used": status.get("used") or {},
+    }
 
 
-def upsert_scheduling_context(obj: JSON, raw: JSON, result: BatchResult) -> None:
-    meta = obj["metadata"]
+def scheduling_context_columns(obj: JSON) -> JSON:
     spec = obj.get("spec") or {}
-    columns = meta_columns(raw, obj)
-    columns["selected_node"] = str(spec.get("selectedNode") or "")
-    columns["potential_nodes"] = spec.get("potentialNodes") or []
-    row, changed, _ = upsert_row(
-        PodSchedulingContext,
-        uid=object_uid(obj),
-        columns=columns,
-        namespace=str(meta.get("namespace", "")),
-        result=result,
-    )
-    count_change(result, changed, "pods", row.pk)
+    return {
+        "selected_node": str(spec.get("selectedNode") or ""),
+        "potential_nodes": spec.get("potentialNodes") or [],
+    }
 
 
 # Changes that can alter whether a waiting claim fits.
@@ -272,14 +240,24 @@ def trigger_diagnoses(result: BatchResult) -> None:
 def register_handlers() -> None:
     AFTER_COMMIT.append(trigger_diagnoses)
     register(
-        KindHandler(Kind.RESOURCE_CLAIM, ResourceClaim, upsert_claim, delete_claim, namespaced=True)
+        KindHandler(
+            Kind.RESOURCE_CLAIM,
+            ResourceClaim,
+            claim_columns,
+            delete_claim,
+            "claims",
+            namespaced=True,
+            children=claim_children,
+            written=claims_written,
+        )
     )
     register(
         KindHandler(
             Kind.RESOURCE_CLAIM_TEMPLATE,
             ResourceClaimTemplate,
-            upsert_template,
+            template_columns,
             delete_row("templates"),
+            "templates",
             namespaced=True,
         )
     )
@@ -287,23 +265,30 @@ def register_handlers() -> None:
         KindHandler(
             Kind.POD,
             PodModel,
-            upsert_pod,
+            pod_columns,
             delete_row("pods"),
+            "pods",
             namespaced=True,
             keep=pod_uses_claims,
         )
     )
     register(
         KindHandler(
-            Kind.RESOURCE_QUOTA, ResourceQuota, upsert_quota, delete_row("quotas"), namespaced=True
+            Kind.RESOURCE_QUOTA,
+            ResourceQuota,
+            quota_columns,
+            delete_row("quotas"),
+            "quotas",
+            namespaced=True,
         )
     )
     register(
         KindHandler(
             Kind.POD_SCHEDULING_CONTEXT,
             PodSchedulingContext,
-            upsert_scheduling_context,
+            scheduling_context_columns,
             delete_row("pods"),
+            "pods",
             namespaced=True,
         )
     )

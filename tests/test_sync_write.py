@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from claims.choices import ClaimState
 from claims.models import AllocatedDevice, ResourceClaim
 from inventory.models import Device, Pool, ResourceSlice, SkippedObject
 from inventory.sync import apply_events, replace_all
@@ -172,3 +173,120 @@ def test_unknown_kind_is_an_error():
     """A kind without a handler is rejected by name."""
     with pytest.raises(ValueError, match="unsupported kind 'Widget'"):
         apply_events("Widget", [("ADDED", {})])
+
+
+def stored_rows() -> dict[str, list]:
+    """Every slice, device, pool and claim row as plain values, without ids or timestamps."""
+    return {
+        "slices": sorted(
+            ResourceSlice.objects.values_list("name", "pool__name", "generation", "current", "raw")
+        ),
+        "devices": sorted(
+            Device.objects.values_list("slice__name", "name", "pool__name", "current", "spec")
+        ),
+        "pools": sorted(
+            Pool.objects.values_list(
+                "name", "generation", "slices_seen", "complete", "device_count"
+            )
+        ),
+        "claims": sorted(ResourceClaim.objects.values_list("name", "state", "allocated_count")),
+        "allocated": sorted(AllocatedDevice.objects.values_list("claim__name", "device")),
+    }
+
+
+def mixed_batch() -> tuple[list[dict], list[dict]]:
+    slices = [
+        gpu_slice(f"s{i}", pool=f"node-{i % 3}", generation=1 + i % 2, count=2, devices=(f"g{i}",))
+        for i in range(8)
+    ]
+    claims = [claim(f"c{i}", rv=str(i), device=f"g{i}" if i % 2 else None) for i in range(6)]
+    return slices, claims
+
+
+@pytest.mark.django_db
+def test_one_batch_stores_what_object_by_object_stores():
+    """Writing objects in one bulk batch leaves the same rows as writing them one at a time."""
+    slices, claims = mixed_batch()
+    for obj in slices:
+        apply_events("ResourceSlice", [("ADDED", obj)])
+    for obj in claims:
+        apply_events("ResourceClaim", [("ADDED", obj)])
+    one_by_one = stored_rows()
+    replace_all("ResourceClaim", [])
+    replace_all("ResourceSlice", [])
+    assert not Pool.objects.exists()
+    apply_events("ResourceSlice", [("ADDED", obj) for obj in slices])
+    apply_events("ResourceClaim", [("ADDED", obj) for obj in claims])
+    assert stored_rows() == one_by_one
+
+
+@pytest.mark.django_db
+def test_bad_object_among_many_is_skipped_when_writing_in_bulk():
+    """A value the database rejects fails the bulk write; the batch is redone object by object."""
+    slices = [gpu_slice(f"s{i}", pool=f"node-{i}", generation=1) for i in range(12)]
+    # Normalization accepts any integer; the database's 64-bit column does not.
+    slices[5]["spec"]["pool"]["generation"] = 2**70
+    result = replace_all("ResourceSlice", [(obj, None) for obj in slices])
+    assert len(result.skipped) == 1
+    assert result.upserted == 11
+    assert sorted(ResourceSlice.objects.values_list("name", flat=True)) == sorted(
+        f"s{i}" for i in range(12) if i != 5
+    )
+    assert Device.objects.count() == 11
+    assert Pool.objects.filter(complete=True).count() == 11
+    skipped = SkippedObject.objects.get()
+    assert (skipped.kind, skipped.name) == ("ResourceSlice", "s5")
+
+
+@pytest.mark.django_db
+def test_repeated_object_in_one_batch_keeps_event_order():
+    """Events for the same object within one batch apply in order, as if one by one."""
+    first = gpu_slice("s1", pool="node-a", generation=1, rv="1")
+    second = gpu_slice("s1", pool="node-a", generation=1, devices=("gpu-0", "gpu-1"), rv="2")
+    result = apply_events(
+        "ResourceSlice", [("ADDED", first), ("MODIFIED", second), ("DELETED", second)]
+    )
+    assert (result.upserted, result.deleted) == (2, 1)
+    assert not ResourceSlice.objects.exists()
+    apply_events("ResourceSlice", [("ADDED", first), ("DELETED", first), ("ADDED", second)])
+    assert sorted(Device.objects.values_list("name", flat=True)) == ["gpu-0", "gpu-1"]
+    assert Pool.objects.get().device_count == 2
+
+
+@pytest.mark.django_db
+def test_claim_updates_replace_their_allocations():
+    """Changed claims of one batch get their allocated devices replaced; unchanged keep theirs."""
+    apply_events(
+        "ResourceClaim",
+        [("ADDED", claim(f"c{i}", rv="1", device=f"gpu-{i}")) for i in range(3)],
+    )
+    kept = AllocatedDevice.objects.get(claim__name="c2").pk
+    result = apply_events(
+        "ResourceClaim",
+        [
+            ("MODIFIED", claim("c0", rv="2", device="gpu-9")),
+            ("MODIFIED", claim("c1", rv="2")),
+            ("MODIFIED", claim("c2", rv="1", device="gpu-2")),
+        ],
+    )
+    assert (result.upserted, result.unchanged) == (2, 1)
+    assert sorted(AllocatedDevice.objects.values_list("claim__name", "device")) == [
+        ("c0", "gpu-9"),
+        ("c2", "gpu-2"),
+    ]
+    assert AllocatedDevice.objects.get(claim__name="c2").pk == kept
+    assert ResourceClaim.objects.get(name="c1").state == ClaimState.PENDING
+    assert {"gpu.example.com/node-a/gpu-9"} <= result.changed["devices"]
+
+
+@pytest.mark.django_db
+def test_queries_do_not_grow_with_the_batch(django_assert_max_num_queries):
+    """A batch of many new slices or claims costs as many queries as a batch of two."""
+    slices = [gpu_slice(f"s{i}", pool=f"node-{i}", generation=1) for i in range(60)]
+    claims = [claim(f"c{i}", rv="1", device=f"gpu-{i}") for i in range(60)]
+    with django_assert_max_num_queries(30):
+        apply_events("ResourceSlice", [("ADDED", obj) for obj in slices])
+    with django_assert_max_num_queries(15):
+        apply_events("ResourceClaim", [("ADDED", obj) for obj in claims])
+    assert Device.objects.count() == 60
+    assert AllocatedDevice.objects.count() == 60

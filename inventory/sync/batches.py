@@ -1,0 +1,95 @@
+"""The entry points: one transaction per batch of watch events, relist or snapshot import."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from inventory.sync.bulk import BatchWriter
+from inventory.sync.core import AFTER_COMMIT, JSON, BatchResult, chunks, handler_for, object_uid
+from inventory.sync.slices import refresh_pools
+
+
+def apply_events(
+    kind: str, events: Iterable[tuple[str, JSON]], *, publish: bool = True
+) -> BatchResult:
+    """Apply watch events (ADDED/MODIFIED/DELETED, raw objects) of one kind in one transaction."""
+    handler = handler_for(kind)
+    result = BatchResult()
+    with transaction.atomic():
+        writer = BatchWriter(handler, result)
+        for event_type, raw in events:
+            if event_type == "DELETED":
+                writer.remove(raw)
+            else:
+                writer.upsert(raw)
+        writer.flush()
+        _finish(result, publish=publish)
+    return result
+
+
+def upsert_events(
+    kind: str, pairs: Iterable[tuple[JSON, JSON | None]], *, publish: bool = True
+) -> BatchResult:
+    """Upsert (raw, normalized-or-None) objects of one kind in one transaction."""
+    handler = handler_for(kind)
+    result = BatchResult()
+    with transaction.atomic():
+        writer = BatchWriter(handler, result)
+        for raw, obj in pairs:
+            writer.upsert(raw, obj)
+        writer.flush()
+        _finish(result, publish=publish)
+    return result
+
+
+def replace_all(
+    kind: str,
+    pairs: Iterable[tuple[JSON, JSON | None]],
+    *,
+    publish: bool = True,
+    scope_namespace: str | None = None,
+) -> BatchResult:
+    """Make the stored objects of `kind` equal to `pairs` (raw, normalized-or-None).
+
+    Upserts each object and deletes the rest: what a relist after 410 Gone and a full
+    snapshot import do. An object that fails to normalize is recorded and its stored row kept.
+    """
+    handler = handler_for(kind)
+    result = BatchResult()
+    pairs = list(pairs)
+    with transaction.atomic():
+        writer = BatchWriter(handler, result)
+        for raw, obj in pairs:
+            writer.upsert(raw, obj)
+        writer.flush()
+        seen = {object_uid(raw) for raw, _ in pairs}
+        stored = handler.model.objects.all()
+        if scope_namespace is not None:
+            stored = stored.filter(namespace=scope_namespace)
+        # Compare in Python: a NOT IN over thousands of uids exceeds SQLite's parameter limit.
+        stale_pks = [pk for pk, uid in stored.values_list("pk", "uid") if uid not in seen]
+        for part in chunks(stale_pks):
+            for row in handler.model.objects.filter(pk__in=part):
+                handler.delete(row, result)
+                result.deleted += 1
+        _finish(result, publish=publish)
+    return result
+
+
+def _finish(result: BatchResult, *, publish: bool) -> None:
+    if result.dirty_pools:
+        refresh_pools(result.dirty_pools, result)
+    result.dirty_pools.clear()
+    if publish:
+        _publish(result)
+    if result.changed:
+        for hook in AFTER_COMMIT:
+            transaction.on_commit(lambda hook=hook: hook(result))
+
+
+def _publish(result: BatchResult) -> None:
+    from dashboard.live import publish_changes
+
+    publish_changes({topic: sorted(ids) for topic, ids in result.changed.items() if ids})

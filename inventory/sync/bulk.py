@@ -1,0 +1,307 @@
+"""Write the objects of one batch with a handful of queries instead of several per object.
+
+Objects are normalized and turned into columns first, so an object that cannot be stored is
+recorded and dropped before anything is written. The rest are written segment by segment: a
+segment holds objects with distinct uids and names (a batch repeating an object starts a new
+one, keeping event order), loads its stored rows in one query, leaves unchanged rows alone and
+bulk-creates or bulk-updates the others. Should a bulk write still fail (a value the database
+rejects), the segment is rolled back to its savepoint and written again object by object, each
+in its own savepoint, so one bad object never loses the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DataError, IntegrityError, transaction
+from django.utils import timezone
+
+from dashboard.logging import object_context
+from inventory.models import SkippedObject
+from inventory.sync.core import (
+    JSON,
+    BatchResult,
+    KindHandler,
+    Pending,
+    Written,
+    chunks,
+    log,
+    meta_columns,
+    object_uid,
+    record_skip,
+)
+
+# What one object can make a write fail with; anything else (a lost connection, a locked
+# database) fails the whole batch, which the caller retries.
+WRITE_ERRORS = (ValueError, KeyError, TypeError, OverflowError, IntegrityError, DataError)
+
+# Rows per INSERT/UPDATE statement: bulk_update builds one CASE per column over its rows, whose
+# cost grows with the square of the rows per statement.
+CREATE_BATCH = 500
+UPDATE_BATCH = 100
+
+
+@dataclass
+class Removal:
+    """An object to remove: a DELETED event, or an object the kind does not keep."""
+
+    uid: str
+    namespace: str
+    name: str
+    raw: Any
+    # DELETED events fall back to the name when the uid is unknown (a missed recreate).
+    by_name: bool
+
+
+@dataclass
+class Segment:
+    """Objects with distinct uids and names, written together."""
+
+    items: list[Pending] = field(default_factory=list)
+    removals: list[Removal] = field(default_factory=list)
+    keys: set[object] = field(default_factory=set)
+
+    def fits(self, uid: str, namespace: str, name: str) -> bool:
+        return uid not in self.keys and (namespace, name) not in self.keys
+
+    def claim(self, uid: str, namespace: str, name: str) -> None:
+        self.keys.add(uid)
+        self.keys.add((namespace, name))
+
+    def singles(self) -> list[tuple[Segment, Any]]:
+        """One segment per object, with the raw object to name when it fails."""
+        parts: list[tuple[Segment, Any]] = [(Segment(removals=[r]), r.raw) for r in self.removals]
+        parts.extend((Segment(items=[item]), item.raw) for item in self.items)
+        return parts
+
+
+def _metadata(raw: Any) -> Mapping[str, Any]:
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _normalize(raw: Mapping[str, Any]) -> JSON:
+    from inventory.kube.normalize import normalize
+
+    return normalize(raw)
+
+
+class BatchWriter:
+    """Collects the objects of one batch of one kind and writes them in bulk."""
+
+    def __init__(self, handler: KindHandler, result: BatchResult) -> None:
+        self.handler = handler
+        self.result = result
+        self.segment = Segment()
+        self._skipped: set[tuple[str, str]] | None = None
+
+    def upsert(self, raw: JSON, obj: JSON | None = None) -> None:
+        """Queue one object to create or update (normalized here when `obj` is None)."""
+        meta = _metadata(raw)
+        # Every log line about this object names it (kind, namespace, name).
+        with object_context(
+            self.handler.kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        ):
+            try:
+                if obj is None:
+                    obj = _normalize(raw)
+                if not self.handler.keep(obj):
+                    self._queue_removal(raw, obj, by_name=False)
+                    return
+                item = self._pending(raw, obj)
+            except (ValueError, KeyError, TypeError) as exc:
+                self.skip(raw, exc)
+                return
+        if not self.segment.fits(item.uid, item.namespace, item.name):
+            self.flush()
+        self.segment.claim(item.uid, item.namespace, item.name)
+        self.segment.items.append(item)
+
+    def remove(self, raw: JSON) -> None:
+        """Queue a DELETED event's object for removal."""
+        self._queue_removal(raw, raw, by_name=True)
+
+    def _queue_removal(self, raw: JSON, obj: Mapping[str, Any], *, by_name: bool) -> None:
+        meta = _metadata(obj)
+        namespace = str(meta.get("namespace", "")) if self.handler.namespaced else ""
+        removal = Removal(object_uid(obj), namespace, str(meta.get("name")), raw, by_name)
+        if not self.segment.fits(removal.uid, removal.namespace, removal.name):
+            self.flush()
+        self.segment.claim(removal.uid, removal.namespace, removal.name)
+        self.segment.removals.append(removal)
+
+    def _pending(self, raw: JSON, obj: JSON) -> Pending:
+        columns = meta_columns(raw, obj)
+        columns.update(self.handler.columns(obj))
+        namespace = ""
+        if self.handler.namespaced:
+            namespace = str((obj.get("metadata") or {}).get("namespace", ""))
+            columns["namespace"] = namespace
+        name = columns["name"]
+        if not isinstance(name, str) or not name:
+            raise ValueError("metadata.name: required")
+        return Pending(object_uid(obj), namespace, name, raw, obj, columns)
+
+    def skip(self, raw: Any, exc: BaseException) -> None:
+        record_skip(self.handler.kind, raw, exc, self.result)
+        meta = _metadata(raw)
+        self._skipped_names().add(
+            (str(meta.get("namespace") or ""), str(meta.get("name") or "<unnamed>"))
+        )
+
+    def flush(self) -> None:
+        """Write the queued segment: in bulk, or object by object if the bulk write fails."""
+        segment, self.segment = self.segment, Segment()
+        if not segment.items and not segment.removals:
+            return
+        attempt = BatchResult()
+        try:
+            with transaction.atomic():
+                write_segment(self.handler, segment, attempt)
+        except WRITE_ERRORS as exc:
+            log.info(
+                "bulk write of %d %s failed (%s); writing them one by one",
+                len(segment.items) + len(segment.removals),
+                self.handler.kind,
+                exc,
+            )
+            for single, raw in segment.singles():
+                self._write_single(single, raw)
+            return
+        self.result.merge(attempt)
+        self._clear_skips(segment.items)
+
+    def _write_single(self, segment: Segment, raw: Any) -> None:
+        meta = _metadata(raw)
+        attempt = BatchResult()
+        with object_context(
+            self.handler.kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        ):
+            try:
+                with transaction.atomic():
+                    write_segment(self.handler, segment, attempt)
+            except WRITE_ERRORS as exc:
+                self.skip(raw, exc)
+                return
+        self.result.merge(attempt)
+        self._clear_skips(segment.items)
+
+    def _skipped_names(self) -> set[tuple[str, str]]:
+        if self._skipped is None:
+            self._skipped = set(
+                SkippedObject.objects.filter(kind=self.handler.kind).values_list(
+                    "namespace", "name"
+                )
+            )
+        return self._skipped
+
+    def _clear_skips(self, items: list[Pending]) -> None:
+        # A stored object is no longer skipped: its record goes.
+        skipped = self._skipped_names()
+        if not skipped:
+            return
+        for item in items:
+            key = (item.namespace, item.name)
+            if key in skipped:
+                SkippedObject.objects.filter(
+                    kind=self.handler.kind, namespace=key[0], name=key[1]
+                ).delete()
+                skipped.discard(key)
+
+
+def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -> None:
+    """Remove, create and update the objects of one segment."""
+    if segment.removals:
+        _remove(handler, segment.removals, result)
+    if not segment.items:
+        return
+    _load_stored(handler, segment.items)
+    changed: list[Pending] = []
+    for item in segment.items:
+        if item.pk is not None and item.stored["raw"] == item.raw:
+            result.unchanged += 1
+        else:
+            changed.append(item)
+    if not changed:
+        return
+    if handler.children is not None:
+        # Only for changed objects: an unchanged one was checked when it was stored.
+        for item in changed:
+            item.children = handler.children(item.obj)
+    if handler.prepare is not None:
+        handler.prepare(changed, result)
+    creates = [item for item in changed if item.pk is None]
+    updates = [item for item in changed if item.pk is not None]
+    written: list[Written] = []
+    model = handler.model
+    if creates:
+        _remove_recreated(handler, creates, result)
+        rows = [model(uid=item.uid, **item.columns) for item in creates]
+        model.objects.bulk_create(rows, batch_size=CREATE_BATCH)
+        written.extend(Written(row, item, True) for row, item in zip(rows, creates, strict=True))
+    if updates:
+        now = timezone.now()
+        rows = [model(pk=item.pk, uid=item.uid, synced_at=now, **item.columns) for item in updates]
+        names = {model._meta.get_field(key).name for item in updates for key in item.columns}
+        model.objects.bulk_update(rows, [*sorted(names), "synced_at"], batch_size=UPDATE_BATCH)
+        written.extend(Written(row, item, False) for row, item in zip(rows, updates, strict=True))
+    if handler.written is not None:
+        handler.written(written, result)
+        return
+    for entry in written:
+        result.upserted += 1
+        result.touch(handler.topic, handler.live_id(entry.row))
+
+
+def _load_stored(handler: KindHandler, items: list[Pending]) -> None:
+    """Fill each item's stored pk and fields; raw only where the resourceVersion matches."""
+    by_uid = {item.uid: item for item in items}
+    same_version: list[int] = []
+    fields = ("pk", "uid", "resource_version", *handler.stored_fields)
+    for part in chunks(list(by_uid)):
+        for values in handler.model.objects.filter(uid__in=part).values_list(*fields):
+            item = by_uid[values[1]]
+            item.pk = values[0]
+            item.stored = dict(zip(handler.stored_fields, values[3:], strict=True))
+            # A different resourceVersion means a different object: no need to load its raw.
+            item.stored["raw"] = None
+            if values[2] == item.columns["resource_version"]:
+                same_version.append(values[0])
+    by_pk = {item.pk: item for item in items if item.pk is not None}
+    for part in chunks(same_version):
+        for pk, raw in handler.model.objects.filter(pk__in=part).values_list("pk", "raw"):
+            by_pk[pk].stored["raw"] = raw
+
+
+def _remove_recreated(handler: KindHandler, creates: list[Pending], result: BatchResult) -> None:
+    # An object recreated under the same name has a new uid: the old row goes.
+    wanted = {(item.namespace, item.name): item.uid for item in creates}
+    fields = ["pk", "uid", "namespace", "name"] if handler.namespaced else ["pk", "uid", "name"]
+    stale: list[int] = []
+    for part in chunks(sorted({item.name for item in creates})):
+        for values in handler.model.objects.filter(name__in=part).values_list(*fields):
+            key = (values[2], values[3]) if handler.namespaced else ("", values[2])
+            if key in wanted and wanted[key] != values[1]:
+                stale.append(values[0])
+    for part in chunks(stale):
+        for row in handler.model.objects.filter(pk__in=part):
+            handler.delete(row, result)
+
+
+def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) -> None:
+    rows: dict[str, Any] = {}
+    for part in chunks([removal.uid for removal in removals]):
+        for row in handler.model.objects.filter(uid__in=part):
+            rows[row.uid] = row
+    for removal in removals:
+        row = rows.get(removal.uid)
+        if row is None and removal.by_name:
+            lookup: JSON = {"name": removal.name}
+            if handler.namespaced:
+                lookup["namespace"] = removal.namespace
+            row = handler.model.objects.filter(**lookup).first()
+        if row is not None:
+            handler.delete(row, result)
+            result.deleted += 1

@@ -1,0 +1,228 @@
+"""The vocabulary of the write path: handlers, batch results, columns every object has.
+
+A `KindHandler` says how one kind maps onto rows: its model, the columns of one normalized object
+(a pure function, so a batch is validated before anything is written), and optional batch hooks
+for kinds that own child rows (devices of a slice, allocated devices of a claim).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db import models
+from django.utils.dateparse import parse_datetime
+
+from inventory.models import KubeObject, SkippedObject
+
+log = logging.getLogger("inventory.sync")
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class BatchResult:
+    """What a batch did: counts, skipped objects and changed ids per live-update topic."""
+
+    upserted: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    skipped: list[str] = field(default_factory=list)
+    changed: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    dirty_pools: set[int] = field(default_factory=set, repr=False)
+
+    def touch(self, topic: str, *ids: object) -> None:
+        self.changed[topic].update(str(i) for i in ids)
+
+    def merge(self, other: BatchResult) -> None:
+        self.upserted += other.upserted
+        self.unchanged += other.unchanged
+        self.deleted += other.deleted
+        self.skipped.extend(other.skipped)
+        for topic, ids in other.changed.items():
+            self.changed[topic].update(ids)
+        self.dirty_pools.update(other.dirty_pools)
+
+
+@dataclass
+class Pending:
+    """One object of a batch, normalized and turned into columns, before it is written."""
+
+    uid: str
+    namespace: str
+    name: str
+    raw: JSON
+    obj: JSON
+    columns: JSON
+    # Filled from the stored row, when there is one: its pk and the handler's `stored_fields`.
+    pk: int | None = None
+    stored: JSON = field(default_factory=dict)
+    # What the handler's `children` made of the object (device columns of a slice, ...).
+    children: Any = None
+
+
+class Written(NamedTuple):
+    """A row the batch created or updated, with the object it came from."""
+
+    row: Any
+    item: Pending
+    created: bool
+
+
+def _pk(row: Any) -> object:
+    return row.pk
+
+
+@dataclass(frozen=True)
+class KindHandler:
+    """How one kind is stored: its model, its columns, and how changes are announced.
+
+    `columns` returns the kind's own columns of a normalized object and may raise ValueError,
+    KeyError or TypeError for an object it cannot store (the object is then skipped). Kinds
+    with child rows add `children` (what those rows are made of, computed for changed objects
+    before the first write), `prepare` (runs on the changed objects before their rows are
+    written: slices resolve pools there) and `written` (runs after: child rows, counts and
+    touches). Without `written`, each written row counts as upserted and touches `topic` with
+    `live_id(row)`.
+    """
+
+    kind: str
+    model: type[KubeObject]
+    columns: Callable[[JSON], JSON]
+    delete: Callable[[KubeObject, BatchResult], None]
+    topic: str
+    namespaced: bool = False
+    # Objects the kind keeps out of the database (pods without claims) are removed instead.
+    keep: Callable[[JSON], bool] = lambda obj: True
+    live_id: Callable[[Any], object] = _pk
+    stored_fields: tuple[str, ...] = ()
+    children: Callable[[JSON], Any] | None = None
+    prepare: Callable[[list[Pending], BatchResult], None] | None = None
+    written: Callable[[list[Written], BatchResult], None] | None = None
+
+
+HANDLERS: dict[str, KindHandler] = {}
+
+# Called after a batch's transaction commits (claims registers its diagnosis trigger here, so
+# inventory does not import claims).
+AFTER_COMMIT: list[Callable[[BatchResult], None]] = []
+
+
+def register(handler: KindHandler) -> None:
+    HANDLERS[handler.kind] = handler
+
+
+def handler_for(kind: str) -> KindHandler:
+    try:
+        return HANDLERS[kind]
+    except KeyError:
+        raise ValueError(f"unsupported kind {kind!r}") from None
+
+
+def meta_columns(raw: Mapping[str, Any], obj: Mapping[str, Any]) -> JSON:
+    """The KubeObject columns of one object."""
+    meta = obj.get("metadata") or {}
+    created = meta.get("creationTimestamp")
+    created_at: datetime | None = parse_datetime(created) if isinstance(created, str) else None
+    return {
+        "name": meta["name"],
+        "api_version": str(raw.get("apiVersion", "")),
+        "resource_version": str(meta.get("resourceVersion", "")),
+        "created_at": created_at,
+        "labels": meta.get("labels") or {},
+        "raw": dict(raw),
+        "obj": dict(obj),
+    }
+
+
+def object_uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    uid = meta.get("uid")
+    if uid:
+        return str(uid)
+    # Objects from hand-written files may lack a uid: name them stably so re-import is idempotent.
+    return f"nouid:{obj.get('kind', '')}:{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class Upserted(NamedTuple):
+    row: Any
+    changed: bool
+    created: bool
+
+
+def upsert_row(
+    model: type[KubeObject],
+    *,
+    uid: str,
+    columns: JSON,
+    namespace: str | None = None,
+    result: BatchResult | None = None,
+) -> Upserted:
+    """Create or update the row for `uid` on its own (batches use the bulk path instead).
+
+    Unchanged rows are not written; a row under the same name with another uid (the object was
+    deleted and recreated) is removed first.
+    """
+    row = model.objects.filter(uid=uid).first()
+    created = row is None
+    if row is None:
+        lookup: JSON = {"name": columns["name"]}
+        if namespace is not None:
+            lookup["namespace"] = namespace
+        model.objects.filter(**lookup).delete()
+        row = model(uid=uid, **({"namespace": namespace} if namespace is not None else {}))
+    elif row.raw == columns["raw"]:
+        return Upserted(row, False, False)
+    for key, value in columns.items():
+        setattr(row, key, value)
+    row.save()
+    return Upserted(row, True, created)
+
+
+def count_change(result: BatchResult, changed: bool, topic: str, pk: object) -> None:
+    if changed:
+        result.upserted += 1
+        result.touch(topic, pk)
+    else:
+        result.unchanged += 1
+
+
+def delete_row(topic: str) -> Callable[[KubeObject, BatchResult], None]:
+    def delete(row: KubeObject, result: BatchResult) -> None:
+        result.touch(topic, row.pk)
+        row.delete()
+
+    return delete
+
+
+def record_skip(kind: str, raw: Any, exc: BaseException, result: BatchResult) -> None:
+    """Remember an object that could not be stored, by kind, namespace and name."""
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    namespace = str(meta.get("namespace") or "")
+    name = str(meta.get("name") or "<unnamed>")
+    SkippedObject.objects.update_or_create(
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        defaults={
+            "api_version": str(raw.get("apiVersion", "")) if isinstance(raw, Mapping) else "",
+            "field": str(getattr(exc, "field", "") or ""),
+            "error": str(exc),
+        },
+    )
+    result.skipped.append(str(exc))
+    log.warning("skipped %s %s/%s: %s", kind, namespace, name, exc)
+
+
+def chunks(values: list[Any], size: int = 500) -> list[list[Any]]:
+    """Slices of `values` small enough for SQLite's limit on query parameters."""
+    return [values[start : start + size] for start in range(0, len(values), size)]
+
+
+def field_names(model: type[models.Model]) -> set[str]:
+    return {f.attname for f in model._meta.concrete_fields}
