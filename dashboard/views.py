@@ -159,10 +159,10 @@ def overview_context() -> dict[str, Any]:
     from claims.choices import ClaimState
     from claims.models import ResourceClaim
     from inventory.models import Node, Pool, SyncState
-    from inventory.services import driver_utilisation
+    from inventory.services import COUNT_KEYS, driver_utilisation
 
     drivers = driver_utilisation()
-    totals = dict.fromkeys(("total", "allocated", "shared", "admin", "tainted", "free"), 0)
+    totals = dict.fromkeys(COUNT_KEYS, 0)
     rows = []
     for driver, counts in sorted(drivers.items()):
         for key in totals:
@@ -198,20 +198,20 @@ def class_counts(drivers: dict[str, dict[str, int]]) -> dict[str, Any]:
     would double the page's only expensive query.
     """
     from inventory.models import DeviceClass
-    from inventory.services import CLASS_APPROXIMATION, class_driver
+    from inventory.services import CLASS_APPROXIMATION, CLASS_COUNT_KEYS, class_driver
 
     entries = []
     for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
         driver = class_driver(device_class)
-        counts = drivers.get(driver) if driver else None
-        if driver and counts is None:
-            counts = dict.fromkeys(("total", "allocated", "shared", "admin", "tainted", "free"), 0)
+        found = drivers.get(driver, {}) if driver else None
+        # The keys class_utilisation publishes; the bar still shows blocked from the driver.
+        counts = {key: found.get(key, 0) for key in CLASS_COUNT_KEYS} if found is not None else None
         entries.append(
             {
                 "name": device_class.name,
                 "driver": driver,
                 "devices": counts,
-                "segments": _segments(counts) if counts else [],
+                "segments": _segments(found) if found is not None else [],
             }
         )
     return {"method": CLASS_APPROXIMATION, "classes": entries}

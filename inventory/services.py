@@ -176,10 +176,6 @@ def _effective_rules() -> list[DeviceTaintRule]:
     )
 
 
-def _tainted_condition(rules: Iterable[DeviceTaintRule]) -> Q:
-    return reduce(or_, (_rule_match(rule) for rule in rules), Q(tainted=True))
-
-
 def _no_execute(taints: Any) -> bool:
     return any(
         isinstance(t, Mapping) and t.get("effect") == TaintEffect.NO_EXECUTE for t in taints or []
@@ -298,8 +294,8 @@ def pool_device_counts(
     devices = Device.objects.filter(current=True)
     if pools is not None:
         devices = devices.filter(pool__in=pools)
-    rules = _effective_rules()
-    tainted = _tainted_condition(rules)
+    # A rule check per device is cheaper than a query to load the rules first.
+    tainted = Q(tainted=True) | Q(Exists(_rule_taints()))
     counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
         lambda: dict.fromkeys(COUNT_KEYS, 0)
     )
@@ -316,40 +312,42 @@ def pool_device_counts(
     named = devices.filter(
         driver=OuterRef("driver"), pool_name=OuterRef("pool"), name=OuterRef("device")
     )
+    same_device = AllocatedDevice.objects.filter(
+        driver=OuterRef("driver"), pool=OuterRef("pool"), device=OuterRef("device")
+    )
+    # Counted from the allocation side: thousands of allocations, not tens of thousands of
+    # devices each asking whether it is allocated.
     held = (
-        AllocatedDevice.objects.filter(Exists(named), admin_access=False)
+        AllocatedDevice.objects.filter(Exists(named))
         .order_by()
         .values("driver", "pool")
         .annotate(
-            allocated=Count("device", distinct=True),
+            allocated=Count("device", distinct=True, filter=Q(admin_access=False)),
             shared=Count(
                 "device",
                 distinct=True,
-                filter=Q(Exists(named.filter(allow_multiple_allocations=True))),
+                filter=Q(admin_access=False)
+                & Q(Exists(named.filter(allow_multiple_allocations=True))),
+            ),
+            admin=Count(
+                "device",
+                distinct=True,
+                filter=Q(admin_access=True)
+                & ~Q(Exists(same_device.filter(admin_access=False)))
+                & Q(Exists(named.exclude(tainted))),
             ),
         )
     )
     for row in held:
         entry = counts[(row["driver"], row["pool"])]
         entry["allocated"], entry["shared"] = row["allocated"], row["shared"]
-    same_device = AllocatedDevice.objects.filter(
-        driver=OuterRef("driver"), pool=OuterRef("pool"), device=OuterRef("device")
-    )
-    admin = (
-        AllocatedDevice.objects.filter(Exists(named.exclude(tainted)), admin_access=True)
-        .exclude(Exists(same_device.filter(admin_access=False)))
-        .order_by()
-        .values("driver", "pool")
-        .annotate(n=Count("device", distinct=True))
-    )
-    for row in admin:
-        counts[(row["driver"], row["pool"])]["admin"] = row["n"]
+        entry["admin"] = row["admin"]
     for entry in counts.values():
         entry["free"] = entry["total"] - entry["allocated"] - entry["tainted"]
     if not refine:
         return dict(counts)
     _count_blocked(counts, devices=devices, tainted=tainted)
-    for driver, pool_name, _ in _unhealthy_keys(devices=devices, rules=rules):
+    for driver, pool_name, _ in _unhealthy_keys(devices):
         counts[(driver, pool_name)]["unhealthy"] += 1
     return dict(counts)
 
@@ -357,53 +355,42 @@ def pool_device_counts(
 def _count_blocked(
     counts: dict[tuple[str, str], dict[str, int]], *, devices: QuerySet[Device], tainted: Q
 ) -> None:
-    consumers = (
-        devices.exclude(consumes_counters=[])
-        .exclude(tainted)
-        .annotate(spelling=Cast("consumes_counters", TextField()))
-    )
-    # Devices with any allocation, counter consumers or not, are few: fetch them one by one
-    # and take them out of the grouped counts, instead of testing every device for allocations.
-    allocated = list(
-        consumers.filter(Exists(_allocations())).values_list(
-            "pool_id", "spelling", Exists(_allocations().filter(admin_access=False))
-        )
-    )
-    available = _available_counters((pool, text) for pool, text, held in allocated if held)
-    if not available:
-        return
-    taken: dict[tuple[int, str], int] = defaultdict(int)
-    for pool_id, spelling, _ in allocated:
-        taken[(pool_id, spelling)] += 1
     # Partitions repeat a few consumesCounters spellings per pool: group by the spelling so the
     # quantity check runs once per spelling and pool, not once per device.
     groups = (
-        consumers.filter(pool_id__in=list(available))
+        devices.exclude(consumes_counters=[])
+        .exclude(tainted)
+        .annotate(spelling=Cast("consumes_counters", TextField()))
         .order_by()
         .values("pool_id", "driver", "pool_name", "spelling")
-        .annotate(n=Count("pk"))
+        .annotate(
+            n=Count("pk"),
+            held=Count("pk", filter=Q(Exists(_allocations().filter(admin_access=False)))),
+            allocated=Count("pk", filter=Q(Exists(_allocations()))),
+        )
     )
-    for row in groups:
-        free = row["n"] - taken.get((row["pool_id"], row["spelling"]), 0)
-        if free and _exceeds(available[row["pool_id"]], row["spelling"]):
+    rows = list(groups)
+    held: list[tuple[int, str]] = []
+    for row in rows:
+        held.extend([(row["pool_id"], row["spelling"])] * row["held"])
+    available = _available_counters(held)
+    for row in rows:
+        left = available.get(row["pool_id"])
+        free = row["n"] - row["allocated"]
+        if left is not None and free and _exceeds(left, row["spelling"]):
             counts[(row["driver"], row["pool_name"])]["blocked"] += free
 
 
-def _unhealthy_keys(
-    *, devices: QuerySet[Device], rules: list[DeviceTaintRule]
-) -> set[tuple[str, str, str]]:
+def _unhealthy_keys(devices: QuerySet[Device]) -> set[tuple[str, str, str]]:
     """driver/pool/device of unhealthy devices: NoExecute taints, or a claim's device status
     with condition Ready=False."""
     from claims.models import AllocatedDevice
 
-    keys: set[tuple[str, str, str]] = set()
-    tainted = devices.filter(tainted=True).values_list("driver", "pool_name", "name", "taints")
-    keys.update((d, p, n) for d, p, n, taints in tainted if _no_execute(taints))
-    evicting = [_rule_match(rule) for rule in rules if _no_execute([rule.taint])]
-    if evicting:
-        keys.update(
-            devices.filter(reduce(or_, evicting)).values_list("driver", "pool_name", "name")
-        )
+    evicting = Exists(_rule_taints().filter(taint__effect=TaintEffect.NO_EXECUTE))
+    tainted = devices.filter(Q(tainted=True) | Q(evicting)).values_list(
+        "driver", "pool_name", "name", "taints", evicting
+    )
+    keys = {(d, p, n) for d, p, n, taints, ruled in tainted if ruled or _no_execute(taints)}
     named = devices.filter(
         driver=OuterRef("driver"), pool_name=OuterRef("pool"), name=OuterRef("device")
     )
@@ -560,14 +547,37 @@ def counter_usage(pool: Pool) -> list[dict[str, Any]]:
 
 def capacity_usage(device: Device) -> list[dict[str, Any]]:
     """Consumable capacity of one device against the consumedCapacity of its allocations."""
+    return capacity_usages([device])[device.pk]
+
+
+def capacity_usages(devices: Sequence[Device]) -> dict[int, list[dict[str, Any]]]:
+    """`capacity_usage` of many devices by pk, in one query for all their allocations."""
     from claims.models import AllocatedDevice
 
-    shares = AllocatedDevice.objects.filter(
-        driver=device.driver, pool=device.pool_name, device=device.name, admin_access=False
-    ).values_list("consumed_capacity", flat=True)
+    if not devices:
+        return {}
+    pools = {(device.driver, device.pool_name) for device in devices}
+    names = {device.name for device in devices}
+    shares: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    allocations = AllocatedDevice.objects.filter(
+        reduce(or_, (Q(driver=driver, pool=pool) for driver, pool in pools)),
+        device__in=names,
+        admin_access=False,
+    ).values_list("driver", "pool", "device", "consumed_capacity")
+    for driver, pool, name, consumed_capacity in allocations:
+        shares[(driver, pool, name)].append(consumed_capacity or {})
+    return {
+        device.pk: _capacity_rows(
+            device, shares.get((device.driver, device.pool_name, device.name), [])
+        )
+        for device in devices
+    }
+
+
+def _capacity_rows(device: Device, shares: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     consumed: dict[str, Any] = {}
     for entry in shares:
-        for name, amount in (entry or {}).items():
+        for name, amount in entry.items():
             value = _quantity(amount)
             consumed[name] = consumed[name].add(value) if name in consumed else value
     zero = _quantity("0")

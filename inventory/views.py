@@ -22,10 +22,13 @@ from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, DeviceTaintRule, Node, Pool, ResourceSlice
 from inventory.services import (
     HELD_STATES,
+    STATE_BLOCKED,
     annotate_device_state,
     capacity_usage,
+    capacity_usages,
     counter_usage,
     pool_utilisation,
+    refine_device_states,
 )
 
 STATE_LEGEND = [
@@ -34,18 +37,20 @@ STATE_LEGEND = [
     (DeviceState.SHARED, "shared"),
     (DeviceState.ADMIN, "admin access"),
     (DeviceState.TAINTED, "tainted"),
-    (DeviceState.UNHEALTHY, "unhealthy"),
+    (STATE_BLOCKED, "blocked (counters exhausted)"),
+    (DeviceState.UNHEALTHY, "unhealthy (NoExecute taint or Ready=False)"),
 ]
 
 
 def bar_segments(counts: dict[str, int], total: int) -> list[tuple[str, float]]:
-    """Widths (percent) of the stacked utilisation bar: exclusive, shared, admin, tainted."""
+    """Widths (percent) of the stacked bar: exclusive, shared, admin, tainted, blocked."""
     exclusive = counts.get("allocated", 0) - counts.get("shared", 0)
     parts = [
         ("allocated", exclusive),
         ("shared", counts.get("shared", 0)),
         ("admin", counts.get("admin", 0)),
         ("tainted", counts.get("tainted", 0)),
+        (STATE_BLOCKED, counts.get("blocked", 0)),
     ]
     return [(name, percent(n, total)) for name, n in parts if n > 0]
 
@@ -102,13 +107,28 @@ def holders_by_device(driver: str, pool_name: str) -> dict[str, list[AllocatedDe
 
 def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, Any]]:
     """The devices of a pool's current generation with state, holders and whether chosen."""
-    devices = annotate_device_state(pool.devices.filter(current=True)).only(
-        "pk", "name", "driver", "pool_name", "allow_multiple_allocations", "tainted"
+    devices = list(
+        annotate_device_state(pool.devices.filter(current=True))
+        .only(
+            "pk",
+            "name",
+            "driver",
+            "pool_id",
+            "pool_name",
+            "current",
+            "allow_multiple_allocations",
+            "tainted",
+            "taints",
+            "consumes_counters",
+            "capacity",
+        )
+        .order_by("name")
     )
+    refine_device_states(devices)
     holders = holders_by_device(pool.driver, pool.name)
     chosen = chosen or set()
     cells = []
-    for device in devices.order_by("name"):
+    for device in devices:
         held = holders.get(device.name, [])
         tip = [f"{device.name}: {device.state}"]
         tip += [f"{h.claim.namespace}/{h.claim.name} ({h.request})" for h in held]
@@ -118,32 +138,49 @@ def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, A
                 "state": device.state,
                 "title": "\n".join(tip),
                 "chosen": device.name in chosen,
+                "holders": held,
             }
         )
     return cells
 
 
+def grid_counts(grid: list[dict[str, Any]]) -> dict[str, int]:
+    """The keys of `inventory.services.pool_device_counts`, from the grid's devices."""
+    devices = [cell["device"] for cell in grid]
+    counts = {
+        "total": len(devices),
+        "allocated": sum(d.allocated for d in devices),
+        "shared": sum(d.shared for d in devices),
+        "tainted": sum(d.is_tainted and not d.allocated for d in devices),
+        "admin": sum(d.admin_access and not (d.allocated or d.is_tainted) for d in devices),
+        "blocked": sum(d.blocked for d in devices),
+        "unhealthy": sum(d.unhealthy for d in devices),
+    }
+    counts["free"] = counts["total"] - counts["allocated"] - counts["tainted"]
+    return counts
+
+
 def pool_context(pool: Pool, *, chosen: set[str] | None = None) -> dict[str, Any]:
     grid = pool_grid(pool, chosen=chosen)
-    counts: dict[str, int] = defaultdict(int)
-    for cell in grid:
-        counts[cell["state"]] += 1
-    counts["allocated"] += counts["shared"]
-    holders = holders_by_device(pool.driver, pool.name)
+    counts = grid_counts(grid)
+    shareable = [
+        cell
+        for cell in grid
+        if cell["device"].allow_multiple_allocations and cell["device"].capacity
+    ]
+    usage = capacity_usages([cell["device"] for cell in shareable])
     shared_devices = [
         {
-            "device": device,
-            "capacity": capacity_usage(device),
-            "shares": holders.get(device.name, []),
+            "device": cell["device"],
+            "capacity": usage[cell["device"].pk],
+            "shares": cell["holders"],
         }
-        for device in pool.devices.filter(current=True)
-        .exclude(capacity={})
-        .filter(allow_multiple_allocations=True)
+        for cell in shareable
     ]
     return {
         "pool": pool,
         "grid": grid,
-        "counts": dict(counts),
+        "counts": counts,
         "segments": bar_segments(counts, len(grid)),
         "legend": STATE_LEGEND,
         "counters": counter_usage(pool),
@@ -185,6 +222,7 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
     device = get_object_or_404(
         annotate_device_state(Device.objects.select_related("pool", "slice")), pk=pk
     )
+    refine_device_states([device])
     holders = list(
         AllocatedDevice.objects.filter(
             driver=device.driver, pool=device.pool_name, device=device.name
