@@ -2,14 +2,17 @@
 
 Run: .venv/bin/python tests/benchmarks/bench_whatif.py [--nodes 1000] [--runs 5]
 Prints: the cold what-if (first read of the cluster, CEL compiled and evaluated), the warm one
-(cluster state and selector results cached; result cache off), a cached answer, and headroom
-(copies of the claim placed one by one until the cluster is full). Set DASHBOARD_DATABASE_URL to
-measure on PostgreSQL.
+(cluster state and selector results cached; result cache off), a cached answer, the cost of the
+cluster fingerprint, a what-if right after a cluster change (one ResourceSlice and one claim
+synced again with a new resourceVersion: only those rows are read and parsed again), and
+headroom (copies of the claim placed one by one until the cluster is full). Set
+DASHBOARD_DATABASE_URL to measure on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 from collections import defaultdict
@@ -75,6 +78,28 @@ def main() -> None:
         f"what-if answered from cache: {(time.perf_counter() - started) * 1000:.1f} ms "
         f"(cached={cached['cached']})"
     )
+    from claims.snapshot import cluster_fingerprint
+
+    fingerprints = []
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        cluster_fingerprint()
+        fingerprints.append(time.perf_counter() - started)
+    print(f"cluster fingerprint: median {statistics.median(fingerprints) * 1000:.1f} ms")
+
+    for kind in ("ResourceSlice", "ResourceClaim"):
+        changed = copy.deepcopy(by_kind[kind][len(by_kind[kind]) // 2])
+        meta = changed["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1_000_000)
+        meta.setdefault("labels", {})["bench/changed"] = "yes"
+        upsert_events(kind, [(changed, None)], publish=False)
+    started = time.perf_counter()
+    what_if(CLAIM, use_cache=False)
+    print(
+        f"what-if after a cluster change (1 slice, 1 claim): "
+        f"{(time.perf_counter() - started) * 1000:.0f} ms"
+    )
+
     started = time.perf_counter()
     full = what_if(CLAIM, count="max", use_cache=False, explain=False)
     elapsed = time.perf_counter() - started
