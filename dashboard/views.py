@@ -154,7 +154,7 @@ def utilisation_chart(*, hours: int = 24) -> dict[str, Any]:
 
 
 def overview_context() -> dict[str, Any]:
-    from django.db.models import Count, Q
+    from django.db.models import Count, Q, Window
 
     from claims.choices import ClaimState
     from claims.models import ResourceClaim
@@ -170,25 +170,36 @@ def overview_context() -> dict[str, Any]:
         rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
     nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
     classes = class_counts(drivers)
+    # The first ten rows and the count of all in one query: a window count runs before LIMIT.
+    everything = Window(Count("pk"))
+    incomplete = list(
+        Pool.objects.filter(complete=False)
+        .annotate(matching=everything)
+        .order_by("driver", "name")[:10]
+    )
+    pending = list(
+        ResourceClaim.objects.filter(state=ClaimState.PENDING)
+        .only("pk", "namespace", "name", "device_classes", "diagnosis", "created_at")
+        .annotate(matching=everything)
+        .order_by("-created_at")[:10]
+    )
     return {
         "totals": totals,
         "drivers": rows,
         "classes": classes,
         "nodes": nodes,
         "utilisation": percent(totals["allocated"], totals["total"]),
-        "incomplete_pools": list(
-            Pool.objects.filter(complete=False).order_by("driver", "name")[:10]
-        ),
-        "incomplete_count": Pool.objects.filter(complete=False).count(),
-        "pending_claims": list(
-            ResourceClaim.objects.filter(state=ClaimState.PENDING)
-            .only("pk", "namespace", "name", "device_classes", "diagnosis", "created_at")
-            .order_by("-created_at")[:10]
-        ),
-        "pending_count": ResourceClaim.objects.filter(state=ClaimState.PENDING).count(),
+        "incomplete_pools": incomplete,
+        "incomplete_count": _window_total(incomplete),
+        "pending_claims": pending,
+        "pending_count": _window_total(pending),
         "sync_states": list(SyncState.objects.all()),
         "chart": utilisation_chart(),
     }
+
+
+def _window_total(rows: list[Any]) -> int:
+    return int(rows[0].matching) if rows else 0
 
 
 def class_counts(drivers: dict[str, dict[str, int]]) -> dict[str, Any]:

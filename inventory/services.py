@@ -261,9 +261,9 @@ def _exceeds(available: Mapping[tuple[str, str], Fraction], spelling: str) -> bo
     # As upstream's allocator: every counter of the pool is compared, not only the touched ones,
     # so a counter already overdrawn by the holders blocks every consumer of the pool.
     need = _consumption(spelling)
-    return any(
-        left < need[key] if key in need else left.numerator < 0 for key, left in available.items()
-    )
+    if any(key in available and available[key] < value for key, value in need.items()):
+        return True
+    return any(left.numerator < 0 for key, left in available.items() if key not in need)
 
 
 def _held_spellings(devices: QuerySet[Device]) -> list[tuple[int, str]]:
@@ -294,8 +294,9 @@ def pool_device_counts(
     devices = Device.objects.filter(current=True)
     if pools is not None:
         devices = devices.filter(pool__in=pools)
-    # A rule check per device is cheaper than a query to load the rules first.
-    tainted = Q(tainted=True) | Q(Exists(_rule_taints()))
+    # The few rules become a static condition: a rule subquery per device costs far more.
+    rules = _effective_rules()
+    tainted = reduce(or_, (_rule_match(rule) for rule in rules), Q(tainted=True))
     counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
         lambda: dict.fromkeys(COUNT_KEYS, 0)
     )
@@ -347,7 +348,7 @@ def pool_device_counts(
     if not refine:
         return dict(counts)
     _count_blocked(counts, devices=devices, tainted=tainted)
-    for driver, pool_name, _ in _unhealthy_keys(devices):
+    for driver, pool_name, _ in _unhealthy_keys(devices, rules=rules):
         counts[(driver, pool_name)]["unhealthy"] += 1
     return dict(counts)
 
@@ -355,42 +356,52 @@ def pool_device_counts(
 def _count_blocked(
     counts: dict[tuple[str, str], dict[str, int]], *, devices: QuerySet[Device], tainted: Q
 ) -> None:
-    # Partitions repeat a few consumesCounters spellings per pool: group by the spelling so the
-    # quantity check runs once per spelling and pool, not once per device.
-    groups = (
+    consumers = (
         devices.exclude(consumes_counters=[])
         .exclude(tainted)
         .annotate(spelling=Cast("consumes_counters", TextField()))
-        .order_by()
-        .values("pool_id", "driver", "pool_name", "spelling")
-        .annotate(
-            n=Count("pk"),
-            held=Count("pk", filter=Q(Exists(_allocations().filter(admin_access=False)))),
-            allocated=Count("pk", filter=Q(Exists(_allocations()))),
+    )
+    # Devices with any allocation are few: fetch them one by one and take them out of the
+    # grouped counts, instead of testing every device for allocations in the grouped query.
+    allocated = list(
+        consumers.filter(Exists(_allocations())).values_list(
+            "pool_id", "spelling", Exists(_allocations().filter(admin_access=False))
         )
     )
-    rows = list(groups)
-    held: list[tuple[int, str]] = []
-    for row in rows:
-        held.extend([(row["pool_id"], row["spelling"])] * row["held"])
-    available = _available_counters(held)
-    for row in rows:
-        left = available.get(row["pool_id"])
-        free = row["n"] - row["allocated"]
-        if left is not None and free and _exceeds(left, row["spelling"]):
+    available = _available_counters((pool, text) for pool, text, held in allocated if held)
+    if not available:
+        return
+    taken: dict[tuple[int, str], int] = defaultdict(int)
+    for pool_id, spelling, _ in allocated:
+        taken[(pool_id, spelling)] += 1
+    # Partitions repeat a few consumesCounters spellings per pool: group by the spelling so the
+    # quantity check runs once per spelling and pool, not once per device.
+    groups = (
+        consumers.filter(pool_id__in=list(available))
+        .order_by()
+        .values("pool_id", "driver", "pool_name", "spelling")
+        .annotate(n=Count("pk"))
+    )
+    for row in groups:
+        free = row["n"] - taken.get((row["pool_id"], row["spelling"]), 0)
+        if free and _exceeds(available[row["pool_id"]], row["spelling"]):
             counts[(row["driver"], row["pool_name"])]["blocked"] += free
 
 
-def _unhealthy_keys(devices: QuerySet[Device]) -> set[tuple[str, str, str]]:
+def _unhealthy_keys(
+    devices: QuerySet[Device], *, rules: list[DeviceTaintRule]
+) -> set[tuple[str, str, str]]:
     """driver/pool/device of unhealthy devices: NoExecute taints, or a claim's device status
     with condition Ready=False."""
     from claims.models import AllocatedDevice
 
-    evicting = Exists(_rule_taints().filter(taint__effect=TaintEffect.NO_EXECUTE))
-    tainted = devices.filter(Q(tainted=True) | Q(evicting)).values_list(
-        "driver", "pool_name", "name", "taints", evicting
+    evicting = [_rule_match(rule) for rule in rules if _no_execute([rule.taint])]
+    ruled = reduce(or_, evicting) if evicting else Q(pk__isnull=True)
+    flagged = Case(When(ruled, then=Value(True)), default=Value(False), output_field=BooleanField())
+    tainted = devices.filter(Q(tainted=True) | ruled).values_list(
+        "driver", "pool_name", "name", "taints", flagged
     )
-    keys = {(d, p, n) for d, p, n, taints, ruled in tainted if ruled or _no_execute(taints)}
+    keys = {(d, p, n) for d, p, n, taints, rule in tainted if rule or _no_execute(taints)}
     named = devices.filter(
         driver=OuterRef("driver"), pool_name=OuterRef("pool"), name=OuterRef("device")
     )
