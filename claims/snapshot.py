@@ -79,8 +79,11 @@ class ClusterState:
 @contextmanager
 def consistent_read() -> Iterator[None]:
     """A read-only transaction whose queries all see the same committed state."""
+    # Inside an outer transaction (a request's, a test's) the isolation level is already fixed:
+    # PostgreSQL only accepts SET TRANSACTION before the transaction's first query.
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
-        if connection.vendor == "postgresql":
+        if outermost and connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield
@@ -138,10 +141,19 @@ class _RowCache:
                 ]
             for chunk in chunks:
                 for uid, rv, synced, *values in chunk:
+                    cached = entries.get(uid)
+                    if cached is not None and cached[0] == (rv, synced):
+                        # Fetched with the whole table but unchanged: keep the same object.
+                        continue
                     fetched[uid] = ((rv, synced), decode(tuple(values)))
-            # Rows no longer listed are gone from the database: forget them.
-            self.entries = entries = {uid: fetched.get(uid) or entries[uid] for uid, _, _ in listed}
-        return [entries[uid][1] for uid, _, _ in listed]
+            # Rows no longer listed are gone from the database: forget them. A row listed but
+            # not fetched (written in between, outside a consistent read) is left for next time.
+            self.entries = entries = {
+                uid: entry
+                for uid, _, _ in listed
+                if (entry := fetched.get(uid) or entries.get(uid)) is not None
+            }
+        return [entries[uid][1] for uid, _, _ in listed if uid in entries]
 
 
 def _row_cache(model: type[models.Model], purpose: str) -> _RowCache:
