@@ -415,8 +415,9 @@ def _unhealthy_keys(
 
 
 def refine_device_states(devices: Sequence[Device]) -> None:
-    """Add `blocked` and `unhealthy` to devices from `annotate_device_state`, and let `state`
-    say so (unhealthy first, blocked instead of free). A fixed number of queries for any list.
+    """Add `blocked`, `unhealthy` and `effective_state` to devices from `annotate_device_state`:
+    `state` unless unhealthy (wins over all) or blocked (instead of free). `state` itself stays
+    the SQL column that filters and ordering use. A fixed number of queries for any list.
 
     The devices need `pool_id`, `consumes_counters` and `taints` loaded.
     """
@@ -450,10 +451,13 @@ def refine_device_states(devices: Sequence[Device]) -> None:
             or _no_execute(device.taints)
             or any(_rule_applies(rule, device) for rule in rules)
         )
-        if device.unhealthy:
-            device.state = DeviceState.UNHEALTHY
-        elif device.blocked:
-            device.state = STATE_BLOCKED
+        device.effective_state = (
+            DeviceState.UNHEALTHY
+            if device.unhealthy
+            else STATE_BLOCKED
+            if device.blocked
+            else device.state
+        )
 
 
 def _rule_applies(rule: DeviceTaintRule, device: Device) -> bool:

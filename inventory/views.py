@@ -130,12 +130,12 @@ def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, A
     cells = []
     for device in devices:
         held = holders.get(device.name, [])
-        tip = [f"{device.name}: {device.state}"]
+        tip = [f"{device.name}: {device.effective_state}"]
         tip += [f"{h.claim.namespace}/{h.claim.name} ({h.request})" for h in held]
         cells.append(
             {
                 "device": device,
-                "state": device.state,
+                "state": device.effective_state,
                 "title": "\n".join(tip),
                 "chosen": device.name in chosen,
                 "holders": held,

@@ -19,7 +19,7 @@ from inventory.models import (
     SkippedObject,
     SyncState,
 )
-from inventory.services import capacity_usage, class_driver
+from inventory.services import capacity_usage, class_driver, refine_device_states
 
 KUBE_FIELDS = [
     "id",
@@ -155,7 +155,11 @@ class DeviceSerializer(serializers.ModelSerializer):
     """A device with its state from `inventory.services.annotate_device_state`."""
 
     key = serializers.CharField(read_only=True, help_text="driver/pool/device")
-    state = serializers.CharField(read_only=True)
+    state = serializers.CharField(
+        read_only=True,
+        help_text="free, allocated, shared, admin or tainted: what the `state` filter and "
+        "ordering use (computed in SQL).",
+    )
     allocated = serializers.BooleanField(read_only=True)
     shared = serializers.BooleanField(read_only=True)
     admin_access = serializers.BooleanField(read_only=True)
@@ -197,6 +201,22 @@ class CapacityUsageSerializer(serializers.Serializer):
 
 
 class DeviceDetailSerializer(DeviceSerializer):
+    """Adds what needs Python beyond the list's SQL: `effective_state` with `blocked` (free,
+    but its pool's shared counters left cannot cover it) and `unhealthy` (a NoExecute taint,
+    or Ready=False in a claim's device status), and capacity usage."""
+
+    effective_state = serializers.CharField(
+        read_only=True,
+        help_text="The state the pool grid shows: `state`, except unhealthy (wins over all) and "
+        "blocked (instead of free when the shared counters left cannot cover the device).",
+    )
+    blocked = serializers.BooleanField(
+        read_only=True, help_text="Not held, but the pool's shared counters left cannot cover it."
+    )
+    unhealthy = serializers.BooleanField(
+        read_only=True,
+        help_text="A NoExecute taint (own or DeviceTaintRule) or a Ready=False device condition.",
+    )
     capacity_usage = serializers.SerializerMethodField()
 
     class Meta(DeviceSerializer.Meta):
@@ -209,7 +229,14 @@ class DeviceDetailSerializer(DeviceSerializer):
             "binding_failure_conditions",
             "spec",
             "capacity_usage",
+            "effective_state",
+            "blocked",
+            "unhealthy",
         ]
+
+    def to_representation(self, instance: Device) -> dict[str, Any]:
+        refine_device_states([instance])
+        return super().to_representation(instance)
 
     @extend_schema_field(CapacityUsageSerializer(many=True))
     def get_capacity_usage(self, device: Device) -> list[dict[str, Any]]:

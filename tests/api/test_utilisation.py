@@ -6,12 +6,18 @@ from inventory.models import Device, Pool
 from inventory.services import (
     annotate_device_state,
     capacity_usage,
+    capacity_usages,
     class_utilisation,
     counter_usage,
+    driver_utilisation,
+    pool_device_counts,
     pool_utilisation,
+    refine_device_states,
 )
 from tests import factories as f
 from tests.api.conftest import results
+
+GPU = "gpu.example.com"
 
 
 def _pool(name: str) -> Pool:
@@ -180,3 +186,100 @@ def test_device_detail_has_capacity_usage(api, cluster) -> None:
     assert body["state"] == "shared"
     assert body["capacity_usage"][0]["available"] == "60G"
     assert body["spec"]["allowMultipleAllocations"] is True
+
+
+def _refined(**lookup: str) -> dict[str, Device]:
+    devices = list(annotate_device_state(Device.objects.filter(current=True, **lookup)))
+    refine_device_states(devices)
+    return {device.name: device for device in devices}
+
+
+def test_partition_whose_counters_are_used_up_is_blocked(cluster) -> None:
+    """mig-7g needs all 80Gi and 7 slices; two held 1g partitions leave 60Gi and 5: blocked."""
+    devices = _refined(pool_name="node-a-mig")
+    assert devices["mig-7g"].state == "free"  # the SQL state: nothing holds it
+    assert devices["mig-7g"].blocked and devices["mig-7g"].effective_state == "blocked"
+    assert {devices["mig-1g-0"].effective_state, devices["mig-1g-1"].effective_state} == {
+        "allocated"
+    }
+
+
+def test_partition_is_not_blocked_when_the_counters_cover_it(cluster) -> None:
+    """With no partition held, the counters cover every partition: nothing is blocked."""
+    from claims.models import ResourceClaim
+
+    ResourceClaim.objects.filter(name__in=["mig-a", "mig-b"]).delete()
+    devices = _refined(pool_name="node-a-mig")
+    assert {d.effective_state for d in devices.values()} == {"free"}
+
+
+def test_pool_device_counts_report_blocked_and_keep_free(cluster) -> None:
+    """Blocked devices are a part of free (nothing holds them), so free keeps its meaning."""
+    counts = pool_device_counts()[("mig.example.com", "node-a-mig")]
+    assert (counts["total"], counts["allocated"], counts["blocked"], counts["free"]) == (3, 2, 1, 1)
+    assert driver_utilisation()["mig.example.com"]["blocked"] == 1
+
+
+def test_no_execute_taint_rule_makes_a_device_unhealthy(cluster) -> None:
+    """A DeviceTaintRule with effect NoExecute marks the device unhealthy, in states and counts."""
+    f.create(
+        f.taint_rule_object("ecc", driver=GPU, pool="node-b", device="gpu-1", effect="NoExecute")
+    )
+    devices = _refined(pool_name="node-b")
+    assert devices["gpu-1"].unhealthy and devices["gpu-1"].effective_state == "unhealthy"
+    assert not devices["gpu-0"].unhealthy
+    counts = pool_device_counts()[(GPU, "node-b")]
+    assert (counts["unhealthy"], counts["tainted"]) == (1, 1)
+
+
+def test_ready_false_device_condition_makes_a_device_unhealthy(cluster) -> None:
+    """status.devices[].conditions with Ready=False in a claim marks its device unhealthy."""
+    claim = f.claim_object(
+        "broken",
+        results=[f.allocation_result("req", driver=GPU, pool="node-a", device="gpu-4")],
+    )
+    claim["status"]["devices"] = [
+        {
+            "driver": GPU,
+            "pool": "node-a",
+            "device": "gpu-4",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "XidError"}],
+        }
+    ]
+    f.create(claim)
+    devices = _refined(pool_name="node-a")
+    assert devices["gpu-4"].effective_state == "unhealthy"
+    assert devices["gpu-4"].state == "allocated"
+    assert [d.name for d in devices.values() if d.unhealthy] == ["gpu-4"]
+    assert pool_device_counts()[(GPU, "node-a")]["unhealthy"] == 1
+
+
+def test_pool_device_counts_agree_with_pool_utilisation(cluster) -> None:
+    """The grouped counts and the per-pool SQL annotations give the same numbers."""
+    counts = pool_device_counts()
+    for pool in pool_utilisation(Pool.objects.all()):
+        mine = counts[(pool.driver, pool.name)]
+        theirs = (
+            pool.devices_total,
+            pool.devices_allocated,
+            pool.devices_shared,
+            pool.devices_admin,
+            pool.devices_tainted,
+            pool.devices_free,
+        )
+        keys = ("total", "allocated", "shared", "admin", "tainted", "free")
+        assert tuple(mine[key] for key in keys) == theirs, pool.name
+
+
+def test_device_detail_api_has_the_effective_state(api, cluster) -> None:
+    """The device detail endpoint reports blocked for mig-7g next to its SQL state."""
+    device = Device.objects.get(pool_name="node-a-mig", name="mig-7g")
+    body = api.get(f"/api/inventory/devices/{device.pk}/").json()
+    assert (body["state"], body["effective_state"], body["blocked"]) == ("free", "blocked", True)
+
+
+def test_capacity_usages_match_capacity_usage(cluster) -> None:
+    """The batched capacity usage equals the per-device one for every device."""
+    devices = list(Device.objects.all())
+    batched = capacity_usages(devices)
+    assert {d.pk: capacity_usage(d) for d in devices} == batched

@@ -107,7 +107,7 @@ def test_pool_grid_shows_each_device_state(demo, viewer_client: Client) -> None:
     states = {cell["device"].name: cell["state"] for cell in response.context["grid"]}
     devices = list(annotate_device_state(pool.devices.filter(current=True)))
     refine_device_states(devices)  # blocked and unhealthy need quantity arithmetic in Python
-    expected = {device.name: device.state for device in devices}
+    expected = {device.name: device.effective_state for device in devices}
     assert states == expected
     assert "allocated" in states.values() or "shared" in states.values()
     for name, state in expected.items():
@@ -185,3 +185,18 @@ def test_overview_class_counts_match_the_service(demo, viewer_client: Client) ->
     assert [(c["name"], c["driver"], c["devices"]) for c in shown] == [
         (c["name"], c["driver"], c["devices"]) for c in expected
     ]
+
+
+def test_pool_page_query_count_does_not_grow_with_its_devices(demo, viewer_client: Client) -> None:
+    """Every pool page (2 to dozens of devices, shareable or partitioned) stays within one
+    fixed number of queries: queries are skipped when a pool has nothing shareable or
+    partitioned, never added per device."""
+    pools = list(Pool.objects.order_by("device_count"))
+    assert pools[0].device_count < pools[-1].device_count
+    assert any(
+        p.devices.filter(allow_multiple_allocations=True).exclude(capacity={}).exists()
+        for p in pools
+    )
+    counts = {p.pk: _queries(viewer_client, reverse("pool-detail", args=[p.pk])) for p in pools}
+    assert max(counts.values()) <= 13
+    assert counts[pools[-1].pk] <= 13
