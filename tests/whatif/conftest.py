@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,6 +35,17 @@ def fresh_caches() -> None:
     forget_cluster_state()
     forget_simulations()
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def eager_tasks() -> Iterator[None]:
+    """Jobs run inline: the PostgreSQL + Redis test run has a broker but no worker."""
+    from dashboard.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before
 
 
 @pytest.fixture
