@@ -70,7 +70,7 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
     }
     env.update(
         DASHBOARD_VAR_DIR=str(var_dir),
-        DASHBOARD_SECRET_KEY="browser-test-secret",
+        DASHBOARD_SECRET_KEY="browser-test-secret-" + "x" * 32,
         DJANGO_SETTINGS_MODULE="dashboard.settings",
         PYTHONPATH=str(ROOT),
     )
