@@ -109,3 +109,38 @@ def check_redis_url(url: str) -> str:
             f"{PREFIX}REDIS_URL: expected redis://, rediss:// or unix://, got {url!r}"
         )
     return url
+
+
+_PLACEHOLDER_PREFIXES = ("change-me", "changeme", "insecure")
+
+
+def check_secret_key(value: str, *, var_dir: Path) -> str:
+    """The configured secret key, or one generated once into `var_dir/secret_key`.
+
+    A placeholder (CHANGE-ME...) or a short key is refused: sessions signed with a key anyone
+    can read are forgeable.
+    """
+    if value:
+        if value.lower().startswith(_PLACEHOLDER_PREFIXES) or len(value) < 32:
+            raise ConfigError(
+                f"{PREFIX}SECRET_KEY: set a random value of at least 32 characters "
+                "(the placeholder from the examples is refused)"
+            )
+        return value
+    path = var_dir / "secret_key"
+    try:
+        if not path.exists():
+            var_dir.mkdir(parents=True, exist_ok=True)
+            import secrets
+
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(50) + "\n")
+        return path.read_text().strip()
+    except FileExistsError:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"{PREFIX}SECRET_KEY is not set and {path} cannot be written ({exc}); "
+            f"set {PREFIX}SECRET_KEY or {PREFIX}SECRET_KEY_FILE"
+        ) from exc

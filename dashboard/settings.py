@@ -6,6 +6,7 @@ from pathlib import Path
 
 from dashboard.env import (
     check_redis_url,
+    check_secret_key,
     env_bool,
     env_int,
     env_list,
@@ -17,12 +18,16 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
-# A stable development key only when none is configured and DEBUG is on; production must set one.
-SECRET_KEY = env_str("SECRET_KEY", "") or ("insecure-dev-key" if DEBUG else "")
-if not SECRET_KEY:
-    SECRET_KEY = "insecure-default-key-set-DASHBOARD_SECRET_KEY"
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+# A configured key, or one generated once per installation into VAR_DIR; never a public default.
+SECRET_KEY = check_secret_key(env_str("SECRET_KEY", ""), var_dir=VAR_DIR)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Behind a TLS-terminating proxy (the in-cluster deployment): secure cookies, X-Forwarded-Proto.
+SECURE_COOKIES = env_bool("SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_COOKIES
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
 
 INSTALLED_APPS = [
     "daphne",

@@ -61,11 +61,15 @@ def _documents(name: str, text: str) -> Iterator[tuple[int, Any]]:
             yield 1, json.loads(text)
         except json.JSONDecodeError as exc:
             raise SnapshotError(f"{name}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+        except RecursionError as exc:
+            raise SnapshotError(f"{name}: nested too deeply") from exc
         return
     try:
         for index, document in enumerate(yaml.safe_load_all(text), start=1):
             if document is not None:
                 yield index, document
+    except RecursionError as exc:
+        raise SnapshotError(f"{name}: nested too deeply") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -102,6 +106,9 @@ def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> lis
 
     parsed: list[ParsedObject] = []
     errors: list[str] = []
+    # The same object twice in one import is ambiguous: which one should win?
+    first_seen: dict[tuple[str, str, str], str] = {}
+    uids: dict[str, str] = {}
     for name, text in sources:
         for doc_index, document in _documents(name, text):
             for where, item in _items(document, f"{name} document {doc_index}"):
@@ -120,6 +127,22 @@ def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> lis
                 except NormalizeError as exc:
                     errors.append(f"{where}: {exc}")
                     continue
+                except RecursionError:
+                    errors.append(f"{where}: nested too deeply")
+                    continue
+                meta = obj["metadata"]
+                key = (obj["kind"], str(meta.get("namespace") or ""), str(meta["name"]))
+                uid = str(meta.get("uid") or "")
+                if key in first_seen or (uid and uid in uids):
+                    earlier = first_seen.get(key) or uids[uid]
+                    errors.append(
+                        f"{where}: {key[0]} {'/'.join(p for p in key[1:] if p)} "
+                        f"(uid {uid or '-'}) appears twice; also at {earlier}"
+                    )
+                    continue
+                first_seen[key] = where
+                if uid:
+                    uids[uid] = where
                 parsed.append(ParsedObject(where, dict(item), obj))
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
@@ -148,6 +171,13 @@ def import_texts(sources: Iterable[tuple[str, str]], *, merge: bool = False) -> 
                 report.result.merge(upsert_events(kind, pairs))
             else:
                 report.result.merge(replace_all(kind, pairs))
+        if report.result.skipped:
+            # Raising inside the transaction rolls back everything this import wrote.
+            shown = "\n".join(f"  {e}" for e in report.result.skipped[:20])
+            raise SnapshotError(
+                f"{len(report.result.skipped)} object(s) could not be stored; "
+                f"nothing was imported:\n{shown}"
+            )
     return report
 
 

@@ -77,3 +77,29 @@ def test_redis_url_scheme_checked():
     assert check_redis_url("redis://127.0.0.1:6379/0").startswith("redis://")
     with pytest.raises(ConfigError):
         check_redis_url("http://127.0.0.1:6379")
+
+
+def test_secret_key_placeholder_and_short_keys_refused(tmp_path):
+    """The example placeholder and short keys stop the process with a clear message."""
+    from dashboard.env import check_secret_key
+
+    with pytest.raises(ConfigError, match="SECRET_KEY"):
+        check_secret_key("CHANGE-ME-long-random-secret", var_dir=tmp_path)
+    with pytest.raises(ConfigError, match="at least 32"):
+        check_secret_key("short", var_dir=tmp_path)
+    good = "k" * 40
+    assert check_secret_key(good, var_dir=tmp_path) == good
+
+
+def test_secret_key_generated_once_and_private(tmp_path):
+    """Without a configured key, one is generated into the var dir, private, and reused."""
+    import stat
+
+    from dashboard.env import check_secret_key
+
+    first = check_secret_key("", var_dir=tmp_path)
+    second = check_secret_key("", var_dir=tmp_path)
+    assert first == second
+    assert len(first) >= 50
+    mode = stat.S_IMODE((tmp_path / "secret_key").stat().st_mode)
+    assert mode == 0o600

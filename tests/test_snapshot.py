@@ -159,3 +159,74 @@ def test_commands(small_cluster, tmp_path):
     assert '"kind": "List"' in target.read_text()
     with pytest.raises(CommandError, match="nothing was imported"):
         call_command("import_snapshot", str(FIXTURES / "bad-field.yaml"))
+
+
+def test_deeply_nested_input_is_an_error(db):
+    """A YAML bomb of nesting gets a message, not a RecursionError traceback."""
+    text = "a: " + "[" * 3000 + "]" * 3000 + "\n"
+    with pytest.raises(SnapshotError, match="nested too deeply"):
+        import_texts([("deep.yaml", text)])
+
+
+def test_same_object_twice_is_rejected_naming_both_places(db):
+    """Two objects with one name (or one uid) in an import are ambiguous and refused."""
+    text = (
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c1, uid: a1}\n"
+        "spec: {}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c1, uid: a2}\n"
+        "spec: {}\n"
+    )
+    with pytest.raises(SnapshotError) as error:
+        import_texts([("twice.yaml", text)])
+    assert "twice.yaml document 2" in str(error.value)
+    assert "also at twice.yaml document 1" in str(error.value)
+    assert not DeviceClass.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (
+            "spec:\n  driver: d\n  nodeName: n\n  pool: {name: p, generation: 1, "
+            "resourceSliceCount: 1}\n  devices: [{name: a}, {name: a}]\n",
+            "spec.devices[1].name",
+        ),
+        (
+            "spec:\n  driver: d\n  nodeName: n\n  pool: {name: p, generation: 9223372036854775808,"
+            " resourceSliceCount: 1}\n",
+            "spec.pool.generation",
+        ),
+    ],
+)
+def test_impossible_slices_are_rejected(db, spec, field):
+    """A device listed twice or an out-of-range generation is refused with the field path."""
+    text = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s, uid: u}\n"
+    with pytest.raises(SnapshotError, match=field.replace("[", r"\[")):
+        import_texts([("slice.yaml", text + spec)])
+
+
+@pytest.mark.parametrize(
+    ("requests", "field", "reason"),
+    [
+        (
+            "[{name: gpu, exactly: {deviceClassName: c, count: -3}}]",
+            r"spec.devices.requests\[0\].exactly.count",
+            "at least 1",
+        ),
+        (
+            "[{name: gpu, exactly: {deviceClassName: c}},"
+            " {name: gpu, exactly: {deviceClassName: c}}]",
+            r"spec.devices.requests\[1\].name",
+            "duplicate request 'gpu'",
+        ),
+    ],
+)
+def test_impossible_claims_are_rejected(db, requests, field, reason):
+    """Claims the API server would refuse (count below 1, two requests of one name) are refused."""
+    text = (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"
+        "metadata: {name: c, namespace: ns, uid: u}\n"
+        f"spec:\n  devices:\n    requests: {requests}\n"
+    )
+    with pytest.raises(SnapshotError, match=f"{field}: .*{reason}"):
+        import_texts([("claim.yaml", text)])

@@ -146,7 +146,7 @@ def test_log_json_setting_makes_every_line_json() -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("DASHBOARD_")},
         "DASHBOARD_LOG_JSON": "1",
-        "DASHBOARD_SECRET_KEY": "test-only",
+        "DASHBOARD_SECRET_KEY": "test-only-secret-key-never-used-outside-the-test-suite",
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",
     }
     result = subprocess.run(

@@ -198,7 +198,7 @@ def test_whatif_histogram_is_shared_across_processes_through_redis(
     env = {
         **os.environ,
         "DASHBOARD_REDIS_URL": redis_server,
-        "DASHBOARD_SECRET_KEY": "test-only",
+        "DASHBOARD_SECRET_KEY": "test-only-secret-key-never-used-outside-the-test-suite",
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",
     }
     code = (

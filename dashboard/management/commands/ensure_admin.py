@@ -1,5 +1,6 @@
 """`manage.py ensure_admin`: make sure a first administrator exists and say how to sign in."""
 
+import os
 import secrets
 
 from django.conf import settings
@@ -17,6 +18,9 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "", password)
         path = settings.VAR_DIR / "admin-password"
-        path.write_text(password + "\n")
-        path.chmod(0o600)
+        path.unlink(missing_ok=True)
+        # Created private: the password is never readable by others, not even for a moment.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(password + "\n")
         self.stdout.write(f"run: created user 'admin' with password {password} (also in {path})")

@@ -9,6 +9,7 @@ from typing import Any
 from . import classic, core, structured
 from .errors import Context, NormalizeError, describe
 from .schema import Obj, plain
+from .semantics import check_semantics
 from .shapes import METADATA, TAINT_RULE, V1_KINDS, V1ALPHA3_KINDS, V1BETA1_KINDS
 
 V1 = "resource.k8s.io/v1"
@@ -160,6 +161,7 @@ def normalize(
     result["apiVersion"] = entry.internal_api_version
     result["kind"] = found_kind
     (entry.rewrite or _keep)(result, ctx)
+    check_semantics(result, fail=ctx.error)
     return result
 
 

@@ -55,11 +55,15 @@ class _Str(_Scalar):
 
 
 class _Int(_Scalar):
-    expected = "an integer"
+    expected = "a 64-bit integer"
 
     def fits(self, value: Any) -> bool:
-        # bool is an int subclass in Python but never one in JSON.
-        return isinstance(value, int) and not isinstance(value, bool)
+        # bool is an int subclass in Python but never one in JSON; Kubernetes integers are int64.
+        return (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and -(2**63) <= value < 2**63
+        )
 
 
 class _Bool(_Scalar):
