@@ -7,7 +7,15 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from inventory.sync.bulk import BatchWriter
-from inventory.sync.core import AFTER_COMMIT, JSON, BatchResult, chunks, handler_for, object_uid
+from inventory.sync.core import (
+    AFTER_COMMIT,
+    JSON,
+    BatchResult,
+    chunks,
+    gc_paused,
+    handler_for,
+    object_uid,
+)
 from inventory.sync.slices import refresh_pools
 
 
@@ -17,7 +25,7 @@ def apply_events(
     """Apply watch events (ADDED/MODIFIED/DELETED, raw objects) of one kind in one transaction."""
     handler = handler_for(kind)
     result = BatchResult()
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():
         writer = BatchWriter(handler, result)
         for event_type, raw in events:
             if event_type == "DELETED":
@@ -35,7 +43,7 @@ def upsert_events(
     """Upsert (raw, normalized-or-None) objects of one kind in one transaction."""
     handler = handler_for(kind)
     result = BatchResult()
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():
         writer = BatchWriter(handler, result)
         for raw, obj in pairs:
             writer.upsert(raw, obj)
@@ -59,7 +67,7 @@ def replace_all(
     handler = handler_for(kind)
     result = BatchResult()
     pairs = list(pairs)
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():
         writer = BatchWriter(handler, result)
         for raw, obj in pairs:
             writer.upsert(raw, obj)

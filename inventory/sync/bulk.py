@@ -31,16 +31,14 @@ from inventory.sync.core import (
     meta_columns,
     object_uid,
     record_skip,
+    update_rows,
 )
 
 # What one object can make a write fail with; anything else (a lost connection, a locked
 # database) fails the whole batch, which the caller retries.
 WRITE_ERRORS = (ValueError, KeyError, TypeError, OverflowError, IntegrityError, DataError)
 
-# Rows per INSERT/UPDATE statement: bulk_update builds one CASE per column over its rows, whose
-# cost grows with the square of the rows per statement.
 CREATE_BATCH = 500
-UPDATE_BATCH = 100
 
 
 @dataclass
@@ -245,7 +243,7 @@ def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -
         now = timezone.now()
         rows = [model(pk=item.pk, uid=item.uid, synced_at=now, **item.columns) for item in updates]
         names = {model._meta.get_field(key).name for item in updates for key in item.columns}
-        model.objects.bulk_update(rows, [*sorted(names), "synced_at"], batch_size=UPDATE_BATCH)
+        update_rows(model, rows, [*sorted(names), "synced_at"])
         written.extend(Written(row, item, False) for row, item in zip(rows, updates, strict=True))
     if handler.written is not None:
         handler.written(written, result)

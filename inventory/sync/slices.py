@@ -23,9 +23,17 @@ from inventory.sync.core import (
     Written,
     chunks,
     register,
+    update_rows,
 )
 
-UPDATE_BATCH = 100
+POOL_FIELDS = [
+    "generation",
+    "resource_slice_count",
+    "slices_seen",
+    "complete",
+    "node_name",
+    "device_count",
+]
 
 
 def slice_columns(obj: JSON) -> JSON:
@@ -140,7 +148,7 @@ def _sync_devices(written: list[Written], updated: list[int], result: BatchResul
     for part in chunks(gone):
         Device.objects.filter(pk__in=part).delete()
     Device.objects.bulk_create(to_create, batch_size=500)
-    Device.objects.bulk_update(to_update, DEVICE_FIELDS, batch_size=UPDATE_BATCH)
+    update_rows(Device, to_update, DEVICE_FIELDS)
     result.touch("devices", *gone, *(d.pk for d in to_create if d.pk), *(d.pk for d in to_update))
 
 
@@ -169,7 +177,7 @@ def _sync_counter_sets(written: list[Written], updated: list[int]) -> None:
     for part in chunks(gone):
         CounterSet.objects.filter(pk__in=part).delete()
     CounterSet.objects.bulk_create(to_create, batch_size=500)
-    CounterSet.objects.bulk_update(to_update, ["counters", "pool"], batch_size=UPDATE_BATCH)
+    update_rows(CounterSet, to_update, ["counters", "pool"])
 
 
 def refresh_pools(pool_ids: set[int], result: BatchResult) -> None:
@@ -215,7 +223,8 @@ def refresh_pools(pool_ids: set[int], result: BatchResult) -> None:
             Device.objects.filter(slice_id__in=part).update(current=flag)
     for part in chunks(empty):
         Pool.objects.filter(pk__in=part).delete()
-    kept = [pool for pk, pool in pools.items() if pk not in set(empty)]
+    gone = set(empty)
+    kept = [pool for pk, pool in pools.items() if pk not in gone]
     counts: dict[int, int] = {}
     for part in chunks([pool.pk for pool in kept]):
         counts.update(
@@ -226,18 +235,7 @@ def refresh_pools(pool_ids: set[int], result: BatchResult) -> None:
         )
     for pool in kept:
         pool.device_count = counts.get(pool.pk, 0)
-    Pool.objects.bulk_update(
-        kept,
-        [
-            "generation",
-            "resource_slice_count",
-            "slices_seen",
-            "complete",
-            "node_name",
-            "device_count",
-        ],
-        batch_size=UPDATE_BATCH,
-    )
+    update_rows(Pool, kept, POOL_FIELDS)
 
 
 def refresh_pool(pool: Pool, result: BatchResult) -> None:
