@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from celery import current_app, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core.cache import cache
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,13 @@ def create_job(request: dict[str, Any]) -> dict[str, Any]:
     return get_job(job["id"]) or job
 
 
-@shared_task(ignore_result=True)
+# A job that outlives this is stopped and reported failed, never left "running".
+JOB_SOFT_TIME_LIMIT = 300
+
+
+@shared_task(
+    ignore_result=True, soft_time_limit=JOB_SOFT_TIME_LIMIT, time_limit=JOB_SOFT_TIME_LIMIT + 30
+)
 def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
     """Answer one what-if job; progress and the outcome go to the job document."""
     from claims.services import WhatIfError, what_if
@@ -100,6 +107,14 @@ def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
     except (RecursionError, MemoryError) as exc:
         job["status"] = "failed"
         job["error"] = {"field": "yaml", "detail": f"input too complex: {type(exc).__name__}"}
+    except SoftTimeLimitExceeded:
+        job["status"] = "failed"
+        job["error"] = {"field": "", "detail": f"took longer than {JOB_SOFT_TIME_LIMIT} s"}
+    except Exception:
+        # A bug or a database outage: the job says so instead of staying "running".
+        log.exception("what-if job %s failed", job_id)
+        job["status"] = "failed"
+        job["error"] = {"field": "", "detail": "internal error; see the worker log"}
     _store(job)
     return job["status"]
 

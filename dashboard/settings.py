@@ -127,6 +127,9 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_EAGER", not REDIS_URL)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Long-lived watchers get their own queue, so a dedicated worker can take them and what-if jobs
+# never wait behind them.
+CELERY_TASK_ROUTES = {"inventory.tasks.watch_kind": {"queue": "watchers"}}
 
 # The cluster: a kubeconfig path and context, the in-cluster service account, or the demo cluster.
 KUBECONFIG = env_str("KUBECONFIG", "")

@@ -17,7 +17,11 @@ case "$command" in
       dashboard.asgi:application "$@"
     ;;
   worker)
-    exec celery -A dashboard worker --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" "$@"
+    # Threads: each kind's watcher holds a slot for minutes while it waits on the API server, so
+    # a process per slot would waste memory; 16 covers 10 watchers plus what-if jobs.
+    exec celery -A dashboard worker --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
+      --queues celery,watchers --pool threads \
+      --concurrency "${DASHBOARD_WORKER_CONCURRENCY:-16}" "$@"
     ;;
   beat)
     exec celery -A dashboard beat --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
