@@ -25,15 +25,20 @@ log = logging.getLogger(__name__)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, plus Django validation and value errors from bad input as 400s."""
+    """DRF's handler, plus Django validation and value errors from bad input as 400s.
+
+    Parsers of user input raise ValueError (NormalizeError, QuantityError, int("x")...), so it
+    means bad input; it is still logged with its traceback, in case a bug raised it. KeyError and
+    TypeError are bugs, never the client's fault: they stay 500s.
+    """
     response = drf_exception_handler(exc, context)
     if response is not None:
         return response
     if isinstance(exc, DjangoValidationError):
         body = exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
         return Response(body, status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, (ValueError, KeyError, TypeError)):
-        log.warning("bad request input: %s", exc)
+    if isinstance(exc, ValueError):
+        log.warning("bad request input: %s", exc, exc_info=True)
         return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
     return None
 

@@ -1,8 +1,10 @@
 """What-if over conformance scenarios loaded into the database answers as the scenario expects.
 
 Scenarios with one `node`, at least one claim, slices named in sorted order (the database returns
-them by name) and no allocations given as bare device lists (those cannot be stored
-as objects) are loaded through the sync write path; what-if is asked for the scenario's claims.
+them by name), no allocations given as bare device lists (those cannot be stored as objects) and
+no claim that the API server's validation would refuse (two requests or subrequests of one name:
+what-if refuses those as input, by design) are loaded through the sync write path; what-if is asked
+for the scenario's claims.
 """
 
 from __future__ import annotations
@@ -20,6 +22,21 @@ from tests.whatif.conftest import load_objects
 SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "upstream"
 
 
+def _names_unique(items: list[dict[str, Any]]) -> bool:
+    names = [item.get("name") for item in items]
+    return len(names) == len(set(names))
+
+
+def _valid_claims(scenario: dict[str, Any]) -> bool:
+    for claim in scenario.get("claims") or []:
+        requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        if not _names_unique(requests):
+            return False
+        if not all(_names_unique(r.get("firstAvailable") or []) for r in requests):
+            return False
+    return True
+
+
 def _usable(path: Path) -> bool:
     scenario = json.loads(path.read_text())["scenario"]
     names = [(s.get("metadata") or {}).get("name") for s in scenario.get("slices") or []]
@@ -32,6 +49,7 @@ def _usable(path: Path) -> bool:
         )
         and len(names) == len(set(names))
         and names == sorted(names)
+        and _valid_claims(scenario)
     )
 
 
@@ -115,3 +133,19 @@ def test_what_if_matches_scenario(path: Path) -> None:
             for r in expect["results"]
         ]
         assert _strip(got) == _strip(want)
+
+
+@pytest.mark.django_db
+def test_claims_with_duplicate_request_names_are_refused_as_input() -> None:
+    """A claim the API server would refuse (requests named twice) is a what-if input error."""
+    name = "list-attributes-match-constaint-list-of-string-values-without-common-elements"
+    path = SCENARIOS / f"{name}.json"
+    claim = _object(
+        json.loads(path.read_text())["scenario"]["claims"][0],
+        kind="ResourceClaim",
+        api_version="resource.k8s.io/v1",
+        index=0,
+    )
+    with pytest.raises(WhatIfError) as error:
+        what_if([claim])
+    assert "requests[1].name" in str(error.value.field) + str(error.value.message)
