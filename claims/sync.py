@@ -30,7 +30,7 @@ from inventory.sync import (
     delete_row,
     register,
 )
-from inventory.sync.core import chunks
+from inventory.sync.core import chunks, insert_rows
 
 
 def claim_state(obj: Mapping[str, Any]) -> str:
@@ -174,8 +174,8 @@ def claims_written(written: list[Written], result: BatchResult) -> None:
         result.upserted += 1
         result.touch("claims", entry.row.pk)
         result.touch("devices", *(f"{c['driver']}/{c['pool']}/{c['device']}" for c in allocated))
-    AllocatedDevice.objects.bulk_create(devices, batch_size=500)
-    Reservation.objects.bulk_create(reservations, batch_size=500)
+    insert_rows(AllocatedDevice, devices)
+    insert_rows(Reservation, reservations)
 
 
 def delete_claim(row: KubeObject, result: BatchResult) -> None:

@@ -27,6 +27,7 @@ from inventory.sync.core import (
     Pending,
     Written,
     chunks,
+    insert_rows,
     log,
     meta_columns,
     object_uid,
@@ -37,8 +38,6 @@ from inventory.sync.core import (
 # What one object can make a write fail with; anything else (a lost connection, a locked
 # database) fails the whole batch, which the caller retries.
 WRITE_ERRORS = (ValueError, KeyError, TypeError, OverflowError, IntegrityError, DataError)
-
-CREATE_BATCH = 500
 
 
 @dataclass
@@ -237,7 +236,7 @@ def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -
     if creates:
         _remove_recreated(handler, creates, result)
         rows = [model(uid=item.uid, **item.columns) for item in creates]
-        model.objects.bulk_create(rows, batch_size=CREATE_BATCH)
+        insert_rows(model, rows, returning=("uid",))
         written.extend(Written(row, item, True) for row, item in zip(rows, creates, strict=True))
     if updates:
         now = timezone.now()

@@ -254,6 +254,47 @@ def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -
         cursor.executemany(sql, params)
 
 
+def insert_rows(
+    model: type[models.Model], rows: list[Any], *, returning: tuple[str, ...] = ()
+) -> None:
+    """INSERT model instances in multi-row statements; with `returning`, set their pks.
+
+    The pks come back with the `returning` columns (a unique key of the rows), so no
+    assumption is made about the order of returned rows. Used instead of bulk_create, whose
+    UNNEST arrays psycopg quotes character by character on PostgreSQL: most of an import's time.
+    """
+    if not rows:
+        return
+    opts = model._meta
+    columns = [f for f in opts.concrete_fields if not f.primary_key]
+    connection = connections[router.db_for_write(model)]
+    quote = connection.ops.quote_name
+    limit = connection.features.max_query_params or 50_000
+    per_statement = max(1, min(500, limit // len(columns)))
+    head = (
+        f"INSERT INTO {quote(opts.db_table)} "
+        f"({', '.join(quote(column.column) for column in columns)}) VALUES "
+    )
+    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    tail = ""
+    if returning:
+        keys = [opts.get_field(name) for name in returning]
+        names = ", ".join(quote(f.column) for f in [opts.pk, *keys])
+        tail = f" RETURNING {names}"
+    with connection.cursor() as cursor:
+        for part in chunks(rows, per_statement):
+            params = [
+                column.get_db_prep_save(column.pre_save(row, True), connection)
+                for row in part
+                for column in columns
+            ]
+            cursor.execute(head + ", ".join([one] * len(part)) + tail, params)
+            if returning:
+                by_key = {tuple(getattr(row, f.attname) for f in keys): row for row in part}
+                for pk, *key in cursor.fetchall():
+                    by_key[tuple(key)].pk = pk
+
+
 _gc_lock = threading.Lock()
 _gc_pauses = 0
 _gc_was_enabled = False

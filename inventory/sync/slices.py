@@ -22,6 +22,7 @@ from inventory.sync.core import (
     Pending,
     Written,
     chunks,
+    insert_rows,
     register,
     update_rows,
 )
@@ -99,7 +100,7 @@ def prepare_slices(changed: list[Pending], result: BatchResult) -> None:
             if (driver, name) in keys:
                 pools[(driver, name)] = pk
     missing = [Pool(driver=driver, name=name) for driver, name in sorted(keys - set(pools))]
-    Pool.objects.bulk_create(missing, batch_size=500)
+    insert_rows(Pool, missing, returning=("driver", "name"))
     pools.update({(pool.driver, pool.name): pool.pk for pool in missing})
     for item in changed:
         item.columns["pool_id"] = pools[(item.columns["driver"], item.columns["pool_name"])]
@@ -147,7 +148,7 @@ def _sync_devices(written: list[Written], updated: list[int], result: BatchResul
         gone.extend(values[0] for values in current.values())
     for part in chunks(gone):
         Device.objects.filter(pk__in=part).delete()
-    Device.objects.bulk_create(to_create, batch_size=500)
+    insert_rows(Device, to_create, returning=("slice", "name"))
     update_rows(Device, to_update, DEVICE_FIELDS)
     result.touch("devices", *gone, *(d.pk for d in to_create if d.pk), *(d.pk for d in to_update))
 
@@ -176,7 +177,7 @@ def _sync_counter_sets(written: list[Written], updated: list[int]) -> None:
         gone.extend(values[0] for values in current.values())
     for part in chunks(gone):
         CounterSet.objects.filter(pk__in=part).delete()
-    CounterSet.objects.bulk_create(to_create, batch_size=500)
+    insert_rows(CounterSet, to_create)
     update_rows(CounterSet, to_update, ["counters", "pool"])
 
 
