@@ -7,8 +7,10 @@ as good as one per pod. The one in-process measurement, what-if latency, is a hi
 Redis when settings.REDIS_URL is set (all processes add to one set of buckets) and in the process
 otherwise (then it is per process).
 
-Every name starts with `dra_dashboard_`. `/metrics` is public unless settings.METRICS_TOKEN is set,
-in which case it wants `Authorization: Bearer <token>`.
+Every name starts with `dra_dashboard_`. `/metrics` answers a scraper presenting
+`Authorization: Bearer <settings.METRICS_TOKEN>`, a signed-in user (session or DRF token), or
+anyone when settings.PUBLIC_READ is on; otherwise 401, or 403 for a bearer token that does not
+match (a misconfigured scraper should fail loudly, not look anonymous).
 """
 
 from __future__ import annotations
@@ -511,23 +513,64 @@ def render_metrics(*, now: datetime | None = None) -> bytes:
     return generate_latest(registry)
 
 
-def _authorised(request: HttpRequest, token: str) -> bool:
-    header = request.headers.get("Authorization", "")
-    scheme, _, presented = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        presented.strip().encode(), token.encode()
-    )
+# The placeholder a copied example carries must not open the metrics to whoever read the example.
+_PLACEHOLDER_PREFIXES = ("change-me", "changeme")
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    """The bearer token the request presents, or None without an `Authorization: Bearer` header."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    return presented.strip() if scheme.lower() == "bearer" else None
+
+
+def _configured_token() -> str:
+    token = str(settings.METRICS_TOKEN or "")
+    if token.lower().startswith(_PLACEHOLDER_PREFIXES):
+        log.warning("DASHBOARD_METRICS_TOKEN is the example placeholder; bearer tokens refused")
+        return ""
+    return token
+
+
+def _signed_in(request: HttpRequest) -> bool | None:
+    """A signed-in user by session or DRF token: True, False, or None for a bad DRF token."""
+    if request.user.is_authenticated:
+        return bool(request.user.is_active)
+    from rest_framework.authentication import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    try:
+        found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
+    except AuthenticationFailed:
+        return None
+    return found is not None and bool(found[0].is_active)
+
+
+def metrics_access(request: HttpRequest) -> int:
+    """The HTTP status `/metrics` answers `request` with: 200 when allowed, else 401 or 403."""
+    presented = _bearer(request)
+    if presented is not None:
+        token = _configured_token()
+        matches = bool(token) and hmac.compare_digest(presented.encode(), token.encode())
+        return 200 if matches else 403
+    user = _signed_in(request)
+    if user:
+        return 200
+    if user is None:  # a DRF token was presented and refused
+        return 401
+    return 200 if settings.PUBLIC_READ else 401
 
 
 @never_cache
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text format; wants a bearer token when settings.METRICS_TOKEN is set."""
-    token = settings.METRICS_TOKEN
-    if token and not _authorised(request, token):
-        response = HttpResponse("metrics need a bearer token\n", status=401)
+    """Prometheus text format for the metrics token, a signed-in user, or anyone on PUBLIC_READ."""
+    status = metrics_access(request)
+    if status == 401:
+        response = HttpResponse("metrics need a bearer token or a signed-in user\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
+    if status == 403:
+        return HttpResponse("metrics: the bearer token does not match\n", status=403)
     return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
 
 

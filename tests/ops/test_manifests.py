@@ -158,11 +158,15 @@ def test_pods_run_as_non_root_with_read_only_root(name: str) -> None:
 
 
 def test_in_cluster_settings_and_secret_placeholders() -> None:
-    """In-cluster config is on; the Secret carries placeholders for the URL and the key."""
+    """In-cluster config is on; the Secret carries placeholders for the URL and the keys."""
     config = one("ConfigMap", "dra-dashboard")["data"]
     assert config["DASHBOARD_KUBE_IN_CLUSTER"] == "1"
     secret = one("Secret", "dra-dashboard")["stringData"]
-    assert set(secret) == {"DASHBOARD_DATABASE_URL", "DASHBOARD_SECRET_KEY"}
+    assert set(secret) == {
+        "DASHBOARD_DATABASE_URL",
+        "DASHBOARD_SECRET_KEY",
+        "DASHBOARD_METRICS_TOKEN",
+    }
     assert all("CHANGE-ME" in value for value in secret.values())
     for name, spec in pod_specs():
         if name == "dra-dashboard-redis":
@@ -194,3 +198,27 @@ def test_entrypoint_starts_each_process() -> None:
     assert "exec celery -A dashboard beat" in text
     assert "django_celery_beat.schedulers:DatabaseScheduler" in text
     assert "exec python manage.py migrate --noinput" in text
+
+
+def test_prometheus_scrapes_with_the_metrics_token_from_the_secret() -> None:
+    """The ServiceMonitor and the plain scrape job send the Secret's DASHBOARD_METRICS_TOKEN."""
+    assert "DASHBOARD_METRICS_TOKEN" in one("Secret", "dra-dashboard")["stringData"]
+    monitor = yaml.safe_load((DEPLOY / "prometheus" / "servicemonitor.yaml").read_text())
+    assert monitor["kind"] == "ServiceMonitor"
+    service = one("Service", "dra-dashboard")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": "dra-dashboard", "key": "DASHBOARD_METRICS_TOKEN"},
+    }
+    config = yaml.safe_load((DEPLOY / "prometheus" / "scrape-config.yaml").read_text())
+    [job] = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["authorization"]["type"] == "Bearer"
+    assert job["authorization"]["credentials_file"].endswith("/DASHBOARD_METRICS_TOKEN")
+    [target] = job["static_configs"][0]["targets"]
+    hosts = one("ConfigMap", "dra-dashboard")["data"]["DASHBOARD_ALLOWED_HOSTS"].split(",")
+    assert target.rpartition(":")[0] in hosts

@@ -1,4 +1,4 @@
-"""Tests for /metrics: values against the demo cluster, sync lag, what-if histogram, token."""
+"""Tests for /metrics: values against the demo cluster, sync lag, what-if histogram, access."""
 
 from __future__ import annotations
 
@@ -222,8 +222,17 @@ def test_whatif_histogram_keeps_observations_when_redis_is_down(db, settings) ->
     assert total == pytest.approx(0.3)
 
 
-def test_metrics_endpoint_public_by_default(db) -> None:
-    """Without METRICS_TOKEN, /metrics answers the exposition format to anyone."""
+def test_metrics_endpoint_refuses_anonymous_by_default(db) -> None:
+    """Without a token, a user or PUBLIC_READ, /metrics answers 401 with a Bearer challenge."""
+    response = Client().get("/metrics")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert b"dra_dashboard_" not in response.content
+
+
+def test_metrics_endpoint_public_with_public_read(db, settings) -> None:
+    """With PUBLIC_READ on and no METRICS_TOKEN, /metrics answers the exposition format to anyone."""
+    settings.PUBLIC_READ = True
     response = Client().get("/metrics")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")
@@ -231,17 +240,58 @@ def test_metrics_endpoint_public_by_default(db) -> None:
 
 
 def test_metrics_endpoint_wants_the_bearer_token_when_set(db, settings) -> None:
-    """With METRICS_TOKEN set, only `Authorization: Bearer <token>` gets the metrics."""
+    """With METRICS_TOKEN set, `Authorization: Bearer <token>` gets the metrics; a wrong one 403."""
     settings.METRICS_TOKEN = "s3cret-token"
     client = Client()
     missing = client.get("/metrics")
     assert missing.status_code == 401
     assert missing["WWW-Authenticate"] == 'Bearer realm="metrics"'
-    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
     assert client.get("/metrics", HTTP_AUTHORIZATION="Basic s3cret-token").status_code == 401
     good = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token")
     assert good.status_code == 200
     assert b"dra_dashboard_devices" in good.content
+
+
+def test_metrics_wrong_bearer_is_refused_even_with_public_read(db, settings) -> None:
+    """A bearer token that matches nothing is 403, with or without a configured token."""
+    settings.PUBLIC_READ = True
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer guess").status_code == 403
+    settings.METRICS_TOKEN = "s3cret-token"
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer guess").status_code == 403
+
+
+def test_metrics_placeholder_token_opens_nothing(db, settings) -> None:
+    """The CHANGE-ME placeholder from the examples never matches, even when presented verbatim."""
+    settings.METRICS_TOKEN = "CHANGE-ME-metrics-token"
+    response = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer CHANGE-ME-metrics-token")
+    assert response.status_code == 403
+
+
+def test_metrics_for_a_signed_in_session_user(db) -> None:
+    """A user signed in through the session reads /metrics without any token."""
+    from django.contrib.auth.models import User
+
+    client = Client()
+    client.force_login(User.objects.create_user("metrics-viewer", password="x" * 12))
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert b"dra_dashboard_scrape_duration_seconds" in response.content
+
+
+def test_metrics_for_a_drf_token_user_and_not_for_a_bad_token(db) -> None:
+    """`Authorization: Token <key>` of an active user reads /metrics; an unknown key gets 401."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    user = User.objects.create_user("metrics-robot")
+    key = Token.objects.create(user=user).key
+    client = Client()
+    assert client.get("/metrics", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Token not-a-key").status_code == 401
+    user.is_active = False
+    user.save()
+    assert client.get("/metrics", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
 
 
 def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster) -> None:
