@@ -1,6 +1,9 @@
 """What-if options: node restriction, copy count, features and assumed changes, checked.
 
 Every bad value is a `WhatIfError` naming the option (`count`, `nodeSelector`, `assume[2].node`).
+
+Node selectors are parsed by `inventory.kube.selectors` (shared with the fake API server);
+`Requirement` is re-exported here because `Options.node_selector` holds them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,22 @@ from typing import Any
 
 from claims.allocator import Features, ScenarioError
 from claims.whatif.inputs import JSON, WhatIfError
+from inventory.kube.selectors import Requirement, SelectorError, parse_label_selector
+
+__all__ = [
+    "ASSUME_OPS",
+    "MAX_ADDED_NODES",
+    "MAX_ASSUME",
+    "MAX_COUNT",
+    "Options",
+    "Requirement",
+    "parse_assume",
+    "parse_count",
+    "parse_features",
+    "parse_node_selector",
+    "parse_nodes",
+    "parse_options",
+]
 
 MAX_COUNT = 10_000
 MAX_ADDED_NODES = 1_000
@@ -27,24 +46,6 @@ ASSUME_OPS = (
     "drop-pool",
 )
 _TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One label-selector requirement: key, operator (=, !=, in, notin, exists, !) and values."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.operator == "exists":
-            return self.key in labels
-        if self.operator == "!":
-            return self.key not in labels
-        if self.operator in {"=", "in"}:
-            return labels.get(self.key) in self.values
-        return labels.get(self.key) not in self.values
 
 
 @dataclass
@@ -74,30 +75,6 @@ class Options:
         }
 
 
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_SET_RE = re.compile(r"^\s*(\S+)\s+(in|notin)\s+\(([^()]*)\)\s*$")
-
-
-def _split_selector(text: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return [p.strip() for p in parts if p.strip()]
-
-
 def parse_node_selector(value: Any) -> list[Requirement]:
     """`k=v,k2!=v,k3,!k4,k5 in (a,b)` (kubectl -l syntax) or a {key: value} map."""
     if value is None or value == "":
@@ -111,27 +88,10 @@ def parse_node_selector(value: Any) -> list[Requirement]:
         return items
     if not isinstance(value, str):
         raise WhatIfError("nodeSelector", "expected `key=value,...` or a map")
-    requirements = []
-    for part in _split_selector(value):
-        match = _SET_RE.match(part)
-        if match:
-            key, operator, raw_values = match.groups()
-            values = tuple(v.strip() for v in raw_values.split(",") if v.strip())
-            requirement = Requirement(key, operator, values)
-        elif "!=" in part:
-            key, _, item = part.partition("!=")
-            requirement = Requirement(key.strip(), "!=", (item.strip(),))
-        elif "=" in part:
-            key, _, item = part.replace("==", "=").partition("=")
-            requirement = Requirement(key.strip(), "=", (item.strip(),))
-        elif part.startswith("!"):
-            requirement = Requirement(part[1:].strip(), "!")
-        else:
-            requirement = Requirement(part, "exists")
-        if not _LABEL_KEY.match(requirement.key):
-            raise WhatIfError("nodeSelector", f"{part!r}: {requirement.key!r} is not a label key")
-        requirements.append(requirement)
-    return requirements
+    try:
+        return parse_label_selector(value)
+    except SelectorError as exc:
+        raise WhatIfError("nodeSelector", f"{exc.term!r}: {exc.reason}") from exc
 
 
 def parse_count(value: Any) -> tuple[int, bool]:
