@@ -1,4 +1,7 @@
-"""One allocation attempt for one node: request checks and the backtracking search.
+"""One allocation attempt for one node: the backtracking search.
+
+Request checks and candidate gathering happen first, in `claims.allocator.candidates`; its
+`Candidate`, `RequestData` and `RequestKey` are re-exported here for the search's callers.
 
 This follows upstream's experimental allocator step by step (allocateOne, allocateDevice,
 isSelectable), including the order in which devices, requests and subrequests are tried, so that
@@ -10,14 +13,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from claims.allocator import capacity as cap
-from claims.allocator.constraints import (
-    Constraint,
-    DistinctAttributeConstraint,
-    MatchAttributeConstraint,
+from claims.allocator.candidates import (
+    Candidate,
+    RequestData,
+    RequestKey,
+    check_request,
+    parse_constraints,
 )
+from claims.allocator.constraints import Constraint
 from claims.allocator.counters import CounterSets, CounterTracker
 from claims.allocator.nodeselection import NodeInfo, node_matches
 from claims.allocator.pools import DeviceInfo, Pool, SliceInfo
@@ -36,6 +42,19 @@ from claims.allocator.types import (
     sub_capacity,
 )
 
+__all__ = [
+    "DONE",
+    "FAILED",
+    "MAX_SIZE_EXCEEDED",
+    "Candidate",
+    "DeviceResult",
+    "RequestData",
+    "RequestKey",
+    "Run",
+    "taint_prevents_allocation",
+    "tolerates",
+]
+
 # allocate_one outcomes; upstream uses (bool, error) with a sentinel error for the size limit.
 DONE = 1
 FAILED = 0
@@ -44,40 +63,6 @@ MAX_SIZE_EXCEEDED = -1
 _REQUEST_CACHE_LIMIT = 4096
 
 _BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-
-# (claim index, request index, subrequest index)
-RequestKey = tuple[int, int, int]
-
-
-@dataclass
-class Candidate:
-    """A device considered for a request, with where it lives."""
-
-    id: DeviceID
-    device: DeviceInfo
-    slice: SliceInfo
-    pool: Pool
-
-
-@dataclass
-class RequestData:
-    """Everything known about one request or subrequest before the search starts."""
-
-    request: RequestView
-    parent: str | None
-    device_class: JSON | None = None
-    num_devices: int = 0
-    all_devices: list[Candidate] = field(default_factory=list)
-    class_name: str = ""
-    class_exprs: tuple[str, ...] = ()
-    request_exprs: tuple[str, ...] = ()
-
-    @property
-    def request_name(self) -> str:
-        """request or request/subrequest."""
-        if self.parent is not None:
-            return f"{self.parent}/{self.request.name}"
-        return self.request.name
 
 
 @dataclass
@@ -99,10 +84,6 @@ class DeviceResult:
         if self.parent is not None:
             return f"{self.parent}/{self.request.name}"
         return self.request.name
-
-
-def _expressions(selectors: list[JSON]) -> tuple[str, ...]:
-    return tuple(str((s.get("cel") or {}).get("expression", "")) for s in selectors)
 
 
 def _strip(message: str, prefix: str) -> str:
@@ -217,35 +198,9 @@ class Run:
                     f"claim {claim.ref}: number of requested devices {min_devices} exceeds the "
                     f"claim limit of {ALLOCATION_RESULTS_MAX_SIZE}"
                 )
-            self.constraints[claim_index] = self._parse_constraints(claim)
-
-    def _parse_constraints(self, claim: ClaimInfo) -> list[Constraint]:
-        result: list[Constraint] = []
-        list_types = self.features.ListTypeAttributes
-        for index, raw in enumerate(claim.constraints):
-            requests = list(raw.get("requests") or []) if isinstance(raw, dict) else []
-            if isinstance(raw, dict) and raw.get("matchAttribute"):
-                result.append(
-                    MatchAttributeConstraint(
-                        request_names=requests,
-                        attribute_name=str(raw["matchAttribute"]),
-                        list_types=list_types,
-                    )
-                )
-            elif isinstance(raw, dict) and raw.get("distinctAttribute"):
-                result.append(
-                    DistinctAttributeConstraint(
-                        request_names=requests,
-                        attribute_name=str(raw["distinctAttribute"]),
-                        list_types=list_types,
-                    )
-                )
-            else:
-                raise AllocationError(
-                    f"claim {claim.ref}, constraint #{index}: empty constraint (unsupported "
-                    "constraint type?)"
-                )
-        return result
+            self.constraints[claim_index] = parse_constraints(
+                claim, list_types=features.ListTypeAttributes
+            )
 
     def _validate_request(
         self, request: RequestView, parent: str | None, key: RequestKey
@@ -263,66 +218,24 @@ class Run:
     def _validate_request_uncached(
         self, request: RequestView, parent: str | None, key: RequestKey
     ) -> RequestData:
-        claim = self.claims[key[0]]
-        data = RequestData(request=request, parent=parent)
-        for index, selector in enumerate(request.selectors):
-            if not isinstance(selector, dict) or not isinstance(selector.get("cel"), dict):
-                raise AllocationError(
-                    f"claim {claim.ref}, request {request.name}, selector #{index}: CEL "
-                    "expression empty (unsupported selector type?)"
-                )
-        if not self.features.AdminAccess and request.has_admin_access:
-            raise AllocationError(
-                f"claim {claim.ref}, request {request.name}: admin access is requested, but the "
-                "feature is disabled"
-            )
-        if not request.class_name:
-            raise AllocationError(
-                f"claim {claim.ref}, request {request.name}: missing device class name "
-                "(unsupported request type?)"
-            )
-        device_class = self.classes.get(request.class_name)
-        if device_class is None:
-            raise AllocationError(
-                f"claim {claim.ref}, request {request.name}: could not retrieve device class "
-                f'{request.class_name}: deviceclass.resource.k8s.io "{request.class_name}" '
-                "not found"
-            )
-        data.device_class = device_class
-        data.class_name = request.class_name
-        data.class_exprs = _expressions((device_class.get("spec") or {}).get("selectors") or [])
-        data.request_exprs = request.expressions
-        mode = request.allocation_mode
-        if mode == "ExactCount":
-            data.num_devices = request.count
-        elif mode == "All":
-            for pool in self.pools:
-                if pool.is_incomplete:
-                    raise AllocationError(
-                        f"claim {claim.ref}, request {request.name}: asks for all devices, but "
-                        f"resource pool {pool.pool_id} is currently being updated"
-                    )
-                if pool.is_invalid:
-                    raise AllocationError(
-                        f"claim {claim.ref}, request {request.name}: asks for all devices, but "
-                        f"resource pool {pool.pool_id} is currently invalid"
-                    )
-                for info in pool.slices:
-                    for device in info.devices:
-                        if not self.is_selectable(key, data, info, device):
-                            continue
-                        device_id = (info.driver, info.pool, device.name)
-                        if self.features.ConsumableCapacity and not self.capacity_fits(
-                            request, device_id, device
-                        ):
-                            continue
-                        data.all_devices.append(Candidate(device_id, device, info, pool))
-            data.num_devices = len(data.all_devices)
-        else:
-            raise AllocationError(
-                f"claim {claim.ref}, request {request.name}: unsupported count mode {mode}"
-            )
-        return data
+        def usable(
+            data: RequestData, info: SliceInfo, device: DeviceInfo, device_id: DeviceID
+        ) -> bool:
+            if not self.is_selectable(key, data, info, device):
+                return False
+            if not self.features.ConsumableCapacity:
+                return True
+            return self.capacity_fits(request, device_id, device)
+
+        return check_request(
+            request,
+            parent=parent,
+            claim=self.claims[key[0]],
+            features=self.features,
+            classes=self.classes,
+            pools=self.pools,
+            usable=usable,
+        )
 
     def is_selectable(
         self, key: RequestKey, data: RequestData, info: SliceInfo, device: DeviceInfo
