@@ -7,6 +7,7 @@ the shared conformance format and returns the contract output.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,8 +28,23 @@ from claims.allocator.types import (
     ScenarioError,
 )
 
-# Each device in a request is one level of recursion in the search.
+# Each device, request and claim is one level of recursion in the search (upstream's
+# allocateOne recurses the same way, and following it step by step keeps its answers), so a
+# what-if over many claim copies goes deeper than Python's default limit of 1000.
 _MIN_RECURSION_LIMIT = 10_000
+
+
+@functools.cache
+def _raise_recursion_limit() -> None:
+    """Raise the interpreter's recursion limit to _MIN_RECURSION_LIMIT, once per process.
+
+    The limit is process-wide state, so a library should not touch it on every call: the first
+    allocation raises it (never lowers it) and later ones leave it alone, even if the host
+    program changes it afterwards. Python 3.11+ uses no C stack for most Python-to-Python
+    calls, so the deeper limit is safe in worker threads as well.
+    """
+    if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
+        sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
 
 
 class Allocator:
@@ -178,8 +194,7 @@ class Allocator:
         """
         run = self.new_run(node, claims)
         run.prepare()
-        if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
-            sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
+        _raise_recursion_limit()
         try:
             outcome = run.allocate_one(0, 0, 0, 0, False, (0, 0, 0))
         finally:
