@@ -27,10 +27,11 @@ from inventory.sync import (
     BatchResult,
     KindHandler,
     Written,
+    chunks,
     delete_row,
+    insert_rows,
     register,
 )
-from inventory.sync.core import chunks, insert_rows
 
 
 def claim_state(obj: Mapping[str, Any]) -> str:
