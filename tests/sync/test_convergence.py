@@ -15,7 +15,9 @@ import yaml
 from inventory.kube.fakeapi import FakeApiServer
 from inventory.kube.kinds import KINDS
 from inventory.kube.watch import KindWatcher, write_guard
+from inventory.kube.watch import state as watch_state
 from inventory.models import SyncState
+from inventory.sync import BatchResult, handler_for
 from tests.sync import objects
 from tests.sync.conftest import FAST, db_state, server_state, wait_converged, wait_for
 
@@ -198,8 +200,8 @@ def load_client_from(config: dict):
     return load_client(kubeconfig=handle.name)
 
 
-def test_replayed_events_change_nothing(server, watchers) -> None:
-    """Rewinding the stored version replays old events; the database still ends equal."""
+def test_replay_through_intermediate_states_converges(server, watchers) -> None:
+    """A replay that re-applies superseded states and deleted objects still ends equal."""
     populate(server)
     first_version = server.resource_version
     churn(server, step=0)
@@ -213,8 +215,65 @@ def test_replayed_events_change_nothing(server, watchers) -> None:
         )
     watchers.start("Node", "ResourceSlice")
     # The replay runs through old states; wait for the watcher to reach the present again.
-    wait_for(lambda: state_of("Node").resource_version >= server.resource_version)
+    wait_for(lambda: state_of("Node").resource_version == server.resource_version)
     wait_converged(server, "Node", "ResourceSlice")
+
+
+def change_each_once(server: FakeApiServer) -> None:
+    """Add, modify and delete Nodes and ResourceSlices, touching each object at most once.
+
+    Replaying these events from before them re-sends only states the database already holds
+    (and deletions of rows already gone), so a replay must write nothing.
+    """
+    for i in (50, 51):
+        server.apply(objects.node(f"node-{i}"))
+        server.apply(objects.resource_slice(f"node-{i}-gpu", node_name=f"node-{i}"))
+    server.apply(objects.node("node-0", ready=False))
+    server.apply(objects.resource_slice("node-1-gpu", node_name="node-1", devices=3))
+    server.delete("resourceslices", "node-2-gpu")
+    server.delete("nodes", "node-2")
+
+
+def synced_at(kind: str) -> dict[str, object]:
+    with write_guard():
+        return dict(handler_for(kind).model.objects.values_list("uid", "synced_at"))
+
+
+def test_replayed_events_change_nothing(server, watchers, monkeypatch) -> None:
+    """Rewinding the stored version replays old events: they write nothing, the DB stays equal."""
+    kinds = ("Node", "ResourceSlice")
+    populate(server)
+    first_version = server.resource_version
+    change_each_once(server)
+    watchers.start(*kinds)
+    wait_converged(server, *kinds)
+    watchers.stop()
+    written = {kind: synced_at(kind) for kind in kinds}
+    with write_guard():
+        SyncState.objects.filter(kind__in=kinds).update(resource_version=first_version)
+
+    replayed = {kind: BatchResult() for kind in kinds}
+    events = dict.fromkeys(kinds, 0)
+    record_batch = watch_state.record_batch
+
+    def spy(kind: str, **kwargs) -> None:
+        replayed[kind].merge(kwargs["result"])
+        events[kind] += kwargs["events"]
+        record_batch(kind, **kwargs)
+
+    monkeypatch.setattr(watch_state, "record_batch", spy)
+    watchers.start(*kinds)
+    # The replay runs through old events; wait until each watcher's cursor is the present.
+    for kind in kinds:
+        wait_for(lambda kind=kind: state_of(kind).resource_version == server.resource_version)
+    watchers.stop()
+    wait_converged(server, *kinds, timeout=0)
+    for kind in kinds:
+        # change_each_once: per kind two ADDED, one MODIFIED, one DELETED event.
+        assert events[kind] == 4, (kind, events)
+        result = replayed[kind]
+        assert (result.upserted, result.unchanged, result.deleted) == (0, 3, 0), (kind, result)
+    assert {kind: synced_at(kind) for kind in kinds} == written
 
 
 def test_list_continue_expired_is_gone(server, client_factory) -> None:
