@@ -7,8 +7,19 @@ if not, why?"; see its docstring for the input and the answer's shape. Bad input
 
 `refresh_diagnoses(force=False) -> dict` recomputes `ResourceClaim.diagnosis` for every pending
 claim an unbound pod waits for (skipped when neither the cluster nor the waiting set changed).
+
+Page logic of the claims app lives in `claims.pages` and is re-exported here: `quota_rows(quota)`
+(device-class quota lines, quantities compared exactly), `template_claim_counts(templates)` and
+`shape_what_if(answer)` (the what-if page's view of a `what_if` answer).
 """
 
+from claims.pages import (
+    DEVICE_CLASS_QUOTA_SUFFIX,
+    MAX_PLACEMENTS_SHOWN,
+    quota_rows,
+    shape_what_if,
+    template_claim_counts,
+)
 from claims.whatif.diagnosis import diagnose_all
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_COUNT
@@ -20,4 +31,14 @@ def refresh_diagnoses(*, force: bool = False) -> dict[str, int]:
     return diagnose_all(force=force)
 
 
-__all__ = ["MAX_COUNT", "WhatIfError", "refresh_diagnoses", "what_if"]
+__all__ = [
+    "DEVICE_CLASS_QUOTA_SUFFIX",
+    "MAX_COUNT",
+    "MAX_PLACEMENTS_SHOWN",
+    "WhatIfError",
+    "quota_rows",
+    "refresh_diagnoses",
+    "shape_what_if",
+    "template_claim_counts",
+    "what_if",
+]

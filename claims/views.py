@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from typing import Any
 
 from django.db.models import Count, Q
@@ -23,17 +22,16 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from dashboard.views import apply_filters, paginate, percent, read_access, render_page
+from claims.services import quota_rows, template_claim_counts
+from dashboard.views import (
+    apply_filters,
+    distinct_values,
+    list_page,
+    paginate,
+    read_access,
+    render_page,
+)
 from inventory.models import Device
-
-# Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
-DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-
-
-def _namespaces() -> list[str]:
-    return list(
-        ResourceClaim.objects.order_by("namespace").values_list("namespace", flat=True).distinct()
-    )
 
 
 @read_access
@@ -72,7 +70,7 @@ def claim_list(request: HttpRequest) -> HttpResponse:
         "page_obj": page,
         "params": params,
         "errors": errors,
-        "namespaces": _namespaces(),
+        "namespaces": distinct_values(ResourceClaim, "namespace"),
         "states": ClaimState.choices,
         "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
     }
@@ -135,92 +133,29 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
 
 @read_access
 def template_list(request: HttpRequest) -> HttpResponse:
-    templates, params, errors = apply_filters(
+    return list_page(
         request,
-        ResourceClaimTemplateFilterSet,
-        ResourceClaimTemplate.objects.only(
+        filterset=ResourceClaimTemplateFilterSet,
+        queryset=ResourceClaimTemplate.objects.only(
             "pk", "namespace", "name", "device_classes", "created_at", "obj"
         ),
-    )
-    page = paginate(request, templates)
-    claims_from = defaultdict(int)
-    names = [t.name for t in page.object_list]
-    for ns, template_name, n in (
-        ResourceClaim.objects.filter(template_name__in=names)
-        .values_list("namespace", "template_name")
-        .annotate(n=Count("pk"))
-        .values_list("namespace", "template_name", "n")
-    ):
-        claims_from[(ns, template_name)] = n
-    rows = [(t, claims_from.get((t.namespace, t.name), 0)) for t in page.object_list]
-    context = {
-        "page_obj": page,
-        "rows": rows,
-        "params": params,
-        "errors": errors,
-        "namespaces": list(
-            ResourceClaimTemplate.objects.order_by("namespace")
-            .values_list("namespace", flat=True)
-            .distinct()
-        ),
-    }
-    return render_page(
-        request,
         template="claims/template_list.html",
-        context=context,
-        fragments={"table": "claims/_template_table.html"},
+        fragment="claims/_template_table.html",
         live=["templates"],
+        rows=template_claim_counts,
+        context={"namespaces": distinct_values(ResourceClaimTemplate, "namespace")},
     )
-
-
-def quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
-    """The device-class lines of one ResourceQuota: class, used, hard and the fraction used."""
-    rows = []
-    for key, hard in sorted((quota.hard or {}).items()):
-        if not key.endswith(DEVICE_CLASS_QUOTA_SUFFIX):
-            continue
-        used = (quota.used or {}).get(key, "0")
-        try:
-            used_n, hard_n = int(str(used)), int(str(hard))
-        except ValueError:
-            used_n, hard_n = 0, 0
-        rows.append(
-            {
-                "device_class": key.removesuffix(DEVICE_CLASS_QUOTA_SUFFIX),
-                "key": key,
-                "used": used,
-                "hard": hard,
-                "percent": min(100.0, percent(used_n, hard_n)),
-                "full": hard_n > 0 and used_n >= hard_n,
-            }
-        )
-    return rows
 
 
 @read_access
 def quota_list(request: HttpRequest) -> HttpResponse:
-    quotas, params, errors = apply_filters(
+    return list_page(
         request,
-        ResourceQuotaFilterSet,
-        ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
-    )
-    page = paginate(request, quotas)
-    rows = [(quota, quota_rows(quota)) for quota in page.object_list]
-    context = {
-        "page_obj": page,
-        "rows": rows,
-        "params": params,
-        "errors": errors,
-        "namespaces": list(
-            ResourceQuota.objects.order_by("namespace")
-            .values_list("namespace", flat=True)
-            .distinct()
-        ),
-    }
-    return render_page(
-        request,
+        filterset=ResourceQuotaFilterSet,
+        queryset=ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
         template="claims/quota_list.html",
-        context=context,
-        fragments={"table": "claims/_quota_table.html"},
+        fragment="claims/_quota_table.html",
         live=["quotas"],
+        rows=lambda quotas: [(quota, quota_rows(quota)) for quota in quotas],
+        context={"namespaces": distinct_values(ResourceQuota, "namespace")},
     )

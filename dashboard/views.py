@@ -7,16 +7,18 @@ same view, so permissions, filters and rendering have one code path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Page, Paginator
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from dashboard.overview import overview_context
 
 PAGE_SIZE = 50
 
@@ -88,150 +90,36 @@ def apply_filters(
     return filterset.qs, params, []
 
 
-def percent(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 1) if whole else 0.0
+def distinct_values(model: type[Model], field: str) -> list[str]:
+    """The distinct values of one column, sorted: the choices of a list page's filter."""
+    return list(model.objects.order_by(field).values_list(field, flat=True).distinct())
 
 
-CHART_WIDTH = 1100
-CHART_HEIGHT = 230
-CHART_PAD = 40
-CHART_COLOURS = ("#2f5bd3", "#7a4fd1", "#12b76a", "#e0702b", "#c62f3a", "#0e9384")
-CHART_MAX_POINTS = 240
+def list_page(
+    request: HttpRequest,
+    *,
+    filterset: type[Any],
+    queryset: QuerySet[Any],
+    template: str,
+    fragment: str,
+    live: Iterable[str],
+    rows: Callable[[Sequence[Any]], list[Any]] | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> HttpResponse:
+    """The skeleton of a filtered, paginated list page with one live `table` fragment.
 
-
-def utilisation_chart(*, hours: int = 24) -> dict[str, Any]:
-    """Polylines (allocated / total per driver over time) for an inline SVG, from samples."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from dashboard.models import UtilisationSample
-
-    since = timezone.now() - timedelta(hours=hours)
-    samples = list(
-        UtilisationSample.objects.filter(taken_at__gte=since).values_list(
-            "taken_at", "driver", "allocated", "total"
-        )
-    )
-    plot_w, plot_h = CHART_WIDTH - 2 * CHART_PAD, CHART_HEIGHT - 2 * CHART_PAD
-    chart: dict[str, Any] = {
-        "width": CHART_WIDTH,
-        "height": CHART_HEIGHT,
-        "pad": CHART_PAD,
-        "right": CHART_WIDTH - CHART_PAD,
-        "bottom": CHART_HEIGHT - CHART_PAD,
-        "series": [],
-        "gridlines": [
-            {"y": round(CHART_PAD + plot_h * (1 - f / 100), 1), "label": f"{f}%"}
-            for f in (0, 25, 50, 75, 100)
-        ],
-        "hours": hours,
-    }
-    if not samples:
-        return chart
-    start = min(s[0] for s in samples)
-    end = max(s[0] for s in samples)
-    span = max((end - start).total_seconds(), 1.0)
-    by_driver: dict[str, list[tuple[float, float]]] = {}
-    for taken_at, driver, allocated, total in samples:
-        x = CHART_PAD + plot_w * (taken_at - start).total_seconds() / span
-        y = CHART_PAD + plot_h * (1 - (allocated / total if total else 0.0))
-        by_driver.setdefault(driver, []).append((round(x, 1), round(y, 1)))
-    for index, (driver, points) in enumerate(sorted(by_driver.items())):
-        step = max(1, len(points) // CHART_MAX_POINTS)
-        kept = points[::step]
-        chart["series"].append(
-            {
-                "driver": driver,
-                "colour": CHART_COLOURS[index % len(CHART_COLOURS)],
-                "points": " ".join(f"{x},{y}" for x, y in kept),
-                "last": samples and kept[-1],
-            }
-        )
-    chart["start"] = start
-    chart["end"] = end
-    return chart
-
-
-def overview_context() -> dict[str, Any]:
-    from django.db.models import Count, Q, Window
-
-    from claims.choices import ClaimState
-    from claims.models import ResourceClaim
-    from inventory.models import Node, Pool, SyncState
-    from inventory.services import COUNT_KEYS, driver_utilisation
-
-    drivers = driver_utilisation()
-    totals = dict.fromkeys(COUNT_KEYS, 0)
-    rows = []
-    for driver, counts in sorted(drivers.items()):
-        for key in totals:
-            totals[key] += counts.get(key, 0)
-        rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
-    nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
-    classes = class_counts(drivers)
-    # The first ten rows and the count of all in one query: a window count runs before LIMIT.
-    everything = Window(Count("pk"))
-    incomplete = list(
-        Pool.objects.filter(complete=False)
-        .annotate(matching=everything)
-        .order_by("driver", "name")[:10]
-    )
-    pending = list(
-        ResourceClaim.objects.filter(state=ClaimState.PENDING)
-        .only("pk", "namespace", "name", "device_classes", "diagnosis", "created_at")
-        .annotate(matching=everything)
-        .order_by("-created_at")[:10]
-    )
-    return {
-        "totals": totals,
-        "drivers": rows,
-        "classes": classes,
-        "nodes": nodes,
-        "utilisation": percent(totals["allocated"], totals["total"]),
-        "incomplete_pools": incomplete,
-        "incomplete_count": _window_total(incomplete),
-        "pending_claims": pending,
-        "pending_count": _window_total(pending),
-        "sync_states": list(SyncState.objects.all()),
-        "chart": utilisation_chart(),
-    }
-
-
-def _window_total(rows: list[Any]) -> int:
-    return int(rows[0].matching) if rows else 0
-
-
-def class_counts(drivers: dict[str, dict[str, int]]) -> dict[str, Any]:
-    """What `inventory.services.class_utilisation` reports, from driver counts already made.
-
-    The overview has just counted devices per driver; counting them again for the classes
-    would double the page's only expensive query.
+    `rows` turns the page's objects into what the table iterates (`rows` in the context);
+    `context` adds the page's own values (filter choices, tab counts).
     """
-    from inventory.models import DeviceClass
-    from inventory.services import CLASS_APPROXIMATION, CLASS_COUNT_KEYS, class_driver
-
-    entries = []
-    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
-        driver = class_driver(device_class)
-        found = drivers.get(driver, {}) if driver else None
-        # The keys class_utilisation publishes; the bar still shows blocked from the driver.
-        counts = {key: found.get(key, 0) for key in CLASS_COUNT_KEYS} if found is not None else None
-        entries.append(
-            {
-                "name": device_class.name,
-                "driver": driver,
-                "devices": counts,
-                "segments": _segments(found) if found is not None else [],
-            }
-        )
-    return {"method": CLASS_APPROXIMATION, "classes": entries}
-
-
-def _segments(counts: dict[str, int]) -> list[tuple[str, float]]:
-    from inventory.views import bar_segments
-
-    return bar_segments(counts, counts.get("total", 0))
+    items, params, errors = apply_filters(request, filterset, queryset)
+    page = paginate(request, items)
+    values: dict[str, Any] = {"page_obj": page, "params": params, "errors": errors}
+    if rows is not None:
+        values["rows"] = rows(list(page.object_list))
+    values.update(context or {})
+    return render_page(
+        request, template=template, context=values, fragments={"table": fragment}, live=live
+    )
 
 
 @read_access
@@ -281,7 +169,6 @@ class WhatIfInputError(ValueError):
 
 
 MAX_WHAT_IF_BYTES = 256 * 1024
-MAX_PLACEMENTS_SHOWN = 50
 
 
 def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tuple[Any, str]:
@@ -348,6 +235,7 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
 def run_what_if(request: HttpRequest) -> dict[str, Any]:
     """Read the form, ask claims.services.what_if, and shape its answer for the templates."""
+    from claims.services import shape_what_if
     from claims.services import what_if as simulate
 
     form = request.POST
@@ -367,33 +255,3 @@ def run_what_if(request: HttpRequest) -> dict[str, Any]:
     except ValueError as exc:  # WhatIfError is a ValueError naming the field
         return {"error": str(exc)}
     return {"result": shape_what_if(answer), "source": label}
-
-
-def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
-    """The service's answer plus pool grids with the first placement's devices highlighted."""
-    from inventory.models import Pool
-    from inventory.views import pool_context
-
-    placements = list(answer.get("placements") or [])
-    chosen: dict[tuple[str, str], set[str]] = {}
-    for result in (placements[0].get("devices") or []) if placements else []:
-        chosen.setdefault((str(result["driver"]), str(result["pool"])), set()).add(
-            str(result["device"])
-        )
-    grids = []
-    for (driver, pool_name), names in sorted(chosen.items()):
-        pool = Pool.objects.filter(driver=driver, name=pool_name).first()
-        if pool is not None:
-            grids.append(pool_context(pool, chosen=names))
-    return {
-        "fits": bool(answer.get("fits")),
-        "simulated": answer.get("fits") is not None,
-        "placements": placements[:MAX_PLACEMENTS_SHOWN],
-        "more_placements": max(0, len(placements) - MAX_PLACEMENTS_SHOWN),
-        "summary": answer.get("summary") or {},
-        "headroom": answer.get("headroom") or {},
-        "quota": answer.get("quota") or {},
-        "reasons": list(answer.get("reasons") or []),
-        "diagnosis": answer.get("diagnosis"),
-        "grids": grids,
-    }

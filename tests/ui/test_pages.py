@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from claims.choices import ClaimState
-from claims.models import AllocatedDevice, ResourceClaim
+from claims.models import AllocatedDevice, ResourceClaim, ResourceQuota
 from inventory.models import Device, Node, Pool
 from inventory.services import annotate_device_state, refine_device_states
 from tests.ui.demo import load_demo
@@ -200,3 +200,57 @@ def test_pool_page_query_count_does_not_grow_with_its_devices(demo, viewer_clien
     counts = {p.pk: _queries(viewer_client, reverse("pool-detail", args=[p.pk])) for p in pools}
     assert max(counts.values()) <= 13
     assert counts[pools[-1].pk] <= 13
+
+
+QUOTA_KEY = "gpu.deviceclass.resource.k8s.io/devices"
+
+
+def _quota(used: str, hard: str) -> ResourceQuota:
+    return ResourceQuota(
+        uid=f"uid-{used}-{hard}",
+        namespace="team-q",
+        name="devices",
+        obj={},
+        raw={},
+        hard={QUOTA_KEY: hard, "pods": "10"},
+        used={QUOTA_KEY: used},
+    )
+
+
+@pytest.mark.parametrize(
+    ("used", "hard", "percent", "full"),
+    [
+        ("1k", "2k", 50.0, False),
+        ("500m", "1", 50.0, False),
+        ("2", "2000m", 100.0, True),
+        ("3", "1k", 0.3, False),
+        ("1500", "1k", 100.0, True),
+    ],
+)
+def test_quota_lines_compare_quantities_exactly(
+    used: str, hard: str, percent: float, full: bool
+) -> None:
+    """Suffixed quantities (1k, 500m) are compared by value, not read as 0."""
+    from claims.services import quota_rows
+
+    [line] = quota_rows(_quota(used, hard))
+    assert (line["device_class"], line["used"], line["hard"]) == ("gpu", used, hard)
+    assert line["percent"] == percent
+    assert line["full"] is full
+    assert line["unparseable"] == ""
+
+
+def test_quota_lines_show_unparseable_values_as_such(db, viewer_client: Client) -> None:
+    """A used or hard value that is not a quantity is named on the page, with no bar."""
+    from claims.services import quota_rows
+
+    [line] = quota_rows(_quota("lots", "4"))
+    assert line["unparseable"] == "used 'lots' is not a quantity"
+    assert line["percent"] == 0.0 and line["full"] is False
+    quota = _quota("2", "many")
+    [line] = quota_rows(quota)
+    assert line["unparseable"] == "hard 'many' is not a quantity"
+    quota.save()
+    page = viewer_client.get(reverse("quota-list")).content.decode()
+    assert "2 / many" in page
+    assert "unparseable: hard &#x27;many&#x27; is not a quantity" in page

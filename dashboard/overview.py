@@ -1,0 +1,156 @@
+"""What the overview page shows: device counts per driver and class, the utilisation chart,
+incomplete pools and pending claims. Plain functions of the database; the view only renders.
+
+Imports of the other apps stay inside the functions: `inventory` and `claims` build on
+`dashboard`, not the other way round.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count, Q, Window
+from django.utils import timezone
+
+
+def percent(part: float, whole: float) -> float:
+    """`part` as a percentage of `whole`, one decimal; 0 when `whole` is 0."""
+    return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+CHART_WIDTH = 1100
+CHART_HEIGHT = 230
+CHART_PAD = 40
+CHART_COLOURS = ("#2f5bd3", "#7a4fd1", "#12b76a", "#e0702b", "#c62f3a", "#0e9384")
+CHART_MAX_POINTS = 240
+
+
+def utilisation_chart(*, hours: int = 24) -> dict[str, Any]:
+    """Polylines (allocated / total per driver over time) for an inline SVG, from samples."""
+    from dashboard.models import UtilisationSample
+
+    since = timezone.now() - timedelta(hours=hours)
+    samples = list(
+        UtilisationSample.objects.filter(taken_at__gte=since).values_list(
+            "taken_at", "driver", "allocated", "total"
+        )
+    )
+    plot_w, plot_h = CHART_WIDTH - 2 * CHART_PAD, CHART_HEIGHT - 2 * CHART_PAD
+    chart: dict[str, Any] = {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "pad": CHART_PAD,
+        "right": CHART_WIDTH - CHART_PAD,
+        "bottom": CHART_HEIGHT - CHART_PAD,
+        "series": [],
+        "gridlines": [
+            {"y": round(CHART_PAD + plot_h * (1 - f / 100), 1), "label": f"{f}%"}
+            for f in (0, 25, 50, 75, 100)
+        ],
+        "hours": hours,
+    }
+    if not samples:
+        return chart
+    start = min(s[0] for s in samples)
+    end = max(s[0] for s in samples)
+    span = max((end - start).total_seconds(), 1.0)
+    by_driver: dict[str, list[tuple[float, float]]] = {}
+    for taken_at, driver, allocated, total in samples:
+        x = CHART_PAD + plot_w * (taken_at - start).total_seconds() / span
+        y = CHART_PAD + plot_h * (1 - (allocated / total if total else 0.0))
+        by_driver.setdefault(driver, []).append((round(x, 1), round(y, 1)))
+    for index, (driver, points) in enumerate(sorted(by_driver.items())):
+        step = max(1, len(points) // CHART_MAX_POINTS)
+        kept = points[::step]
+        chart["series"].append(
+            {
+                "driver": driver,
+                "colour": CHART_COLOURS[index % len(CHART_COLOURS)],
+                "points": " ".join(f"{x},{y}" for x, y in kept),
+                "last": samples and kept[-1],
+            }
+        )
+    chart["start"] = start
+    chart["end"] = end
+    return chart
+
+
+def overview_context() -> dict[str, Any]:
+    """Everything the overview template shows, in a fixed number of queries."""
+    from claims.choices import ClaimState
+    from claims.models import ResourceClaim
+    from inventory.models import Node, Pool, SyncState
+    from inventory.services import COUNT_KEYS, driver_utilisation
+
+    drivers = driver_utilisation()
+    totals = dict.fromkeys(COUNT_KEYS, 0)
+    rows = []
+    for driver, counts in sorted(drivers.items()):
+        for key in totals:
+            totals[key] += counts.get(key, 0)
+        rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
+    nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
+    classes = class_counts(drivers)
+    # The first ten rows and the count of all in one query: a window count runs before LIMIT.
+    everything = Window(Count("pk"))
+    incomplete = list(
+        Pool.objects.filter(complete=False)
+        .annotate(matching=everything)
+        .order_by("driver", "name")[:10]
+    )
+    pending = list(
+        ResourceClaim.objects.filter(state=ClaimState.PENDING)
+        .only("pk", "namespace", "name", "device_classes", "diagnosis", "created_at")
+        .annotate(matching=everything)
+        .order_by("-created_at")[:10]
+    )
+    return {
+        "totals": totals,
+        "drivers": rows,
+        "classes": classes,
+        "nodes": nodes,
+        "utilisation": percent(totals["allocated"], totals["total"]),
+        "incomplete_pools": incomplete,
+        "incomplete_count": _window_total(incomplete),
+        "pending_claims": pending,
+        "pending_count": _window_total(pending),
+        "sync_states": list(SyncState.objects.all()),
+        "chart": utilisation_chart(),
+    }
+
+
+def _window_total(rows: list[Any]) -> int:
+    return int(rows[0].matching) if rows else 0
+
+
+def class_counts(drivers: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """What `inventory.services.class_utilisation` reports, from driver counts already made.
+
+    The overview has just counted devices per driver; counting them again for the classes
+    would double the page's only expensive query.
+    """
+    from inventory.models import DeviceClass
+    from inventory.services import CLASS_APPROXIMATION, CLASS_COUNT_KEYS, class_driver
+
+    entries = []
+    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
+        driver = class_driver(device_class)
+        found = drivers.get(driver, {}) if driver else None
+        # The keys class_utilisation publishes; the bar still shows blocked from the driver.
+        counts = {key: found.get(key, 0) for key in CLASS_COUNT_KEYS} if found is not None else None
+        entries.append(
+            {
+                "name": device_class.name,
+                "driver": driver,
+                "devices": counts,
+                "segments": _segments(found) if found is not None else [],
+            }
+        )
+    return {"method": CLASS_APPROXIMATION, "classes": entries}
+
+
+def _segments(counts: dict[str, int]) -> list[tuple[str, float]]:
+    from inventory.services import bar_segments
+
+    return bar_segments(counts, counts.get("total", 0))
