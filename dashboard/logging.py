@@ -4,10 +4,11 @@ Sync code names the object it works on in one of three ways, and every handler c
 `ObjectContextFilter` then carries `kind`, `namespace` and `name` on the record (JSON fields with
 `DASHBOARD_LOG_JSON=1`, a ``kind=… namespace=… name=…`` suffix in the plain format):
 
-    with object_context("ResourceSlice", "", "node-1-gpu"):
+    with object_context(kind="ResourceSlice", namespace="", name="node-1-gpu"):
         log.warning("skipped: %s", error)          # every line inside the block
 
-    log.warning("skipped", extra=object_extra("Pod", "team-a", "trainer-0"))  # one line
+    extra = object_extra(kind="Pod", namespace="team-a", name="trainer-0")
+    log.warning("skipped", extra=extra)            # one line
 
     log = ObjectLogger(logging.getLogger(__name__), kind="Pod", namespace="a", name="b")
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import warnings
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -35,18 +37,48 @@ _STANDARD_ATTRS = frozenset(
 )
 
 
-def object_extra(kind: str, namespace: str, name: str) -> dict[str, str]:
+def _object_fields(
+    where: str, legacy: tuple[str, ...], fields: tuple[str | None, str, str | None]
+) -> tuple[str, str, str]:
+    # Callers moving to keywords (STYLE: keyword-only past two parameters) may still pass
+    # (kind, namespace, name) positionally until inventory/sync is updated; they get a warning.
+    kind, namespace, name = fields
+    if legacy:
+        if len(legacy) != 3 or kind is not None or name is not None:
+            raise TypeError(f"{where}() takes keyword arguments kind=, namespace=, name=")
+        warnings.warn(
+            f"{where}(kind, namespace, name) positionally is deprecated; pass keywords",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        kind, namespace, name = legacy
+    if kind is None or name is None:
+        raise TypeError(f"{where}() needs kind= and name=")
+    return kind, namespace or "", name
+
+
+def object_extra(
+    *legacy: str, kind: str | None = None, namespace: str = "", name: str | None = None
+) -> dict[str, str]:
     """The `extra=` mapping that names one Kubernetes object on a single log call.
 
     The object name travels as `object_name`: a LogRecord's `name` is the logger's name.
+    Pass ``kind=``, ``namespace=`` and ``name=``; the positional form is deprecated.
     """
-    return {"kind": kind, "namespace": namespace or "", "object_name": name}
+    kind, namespace, name = _object_fields("object_extra", legacy, (kind, namespace, name))
+    return {"kind": kind, "namespace": namespace, "object_name": name}
 
 
 @contextlib.contextmanager
-def object_context(kind: str, namespace: str, name: str) -> Iterator[None]:
-    """Name the object every log line inside the block is about (nesting: innermost wins)."""
-    token = _current.set((kind, namespace or "", name))
+def object_context(
+    *legacy: str, kind: str | None = None, namespace: str = "", name: str | None = None
+) -> Iterator[None]:
+    """Name the object every log line inside the block is about (nesting: innermost wins).
+
+    Pass ``kind=``, ``namespace=`` and ``name=``; the positional form is deprecated.
+    """
+    fields = _object_fields("object_context", legacy, (kind, namespace, name))
+    token = _current.set(fields)
     try:
         yield
     finally:
@@ -63,7 +95,7 @@ class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
     """A logger adapter whose every line names one object; an explicit `extra=` still wins."""
 
     def __init__(self, logger: logging.Logger, *, kind: str, namespace: str, name: str) -> None:
-        super().__init__(logger, object_extra(kind, namespace, name))
+        super().__init__(logger, object_extra(kind=kind, namespace=namespace, name=name))
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
