@@ -32,7 +32,12 @@ from inventory.models import (
     SkippedObject,
     SyncState,
 )
-from inventory.services import annotate_device_state, class_driver
+from inventory.services import (
+    annotate_device_state,
+    blocked_device_ids,
+    class_driver,
+    unhealthy_device_ids,
+)
 
 # DNS subdomain (driver, class and pool names may be longer paths; this is for class names).
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -245,6 +250,10 @@ class DeviceFilterSet(django_filters.FilterSet):
     """Devices by driver, pool, node, class (approximated by driver), state and attributes.
 
     `state` needs the columns of `inventory.services.annotate_device_state` on the queryset.
+    free, allocated, shared, admin and tainted match that SQL `state` column; blocked and
+    unhealthy match the refined flags of `refine_device_states` (the list's `blocked` and
+    `unhealthy`), found in a fixed number of queries. A blocked device is also `state=free`, an
+    unhealthy one keeps its SQL state too, as in the counts.
     """
 
     name = django_filters.CharFilter()
@@ -254,7 +263,7 @@ class DeviceFilterSet(django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="node_name")
     current = BooleanFilter()
     tainted = BooleanFilter(field_name="is_tainted")
-    state = django_filters.MultipleChoiceFilter(choices=DeviceState.choices)
+    state = django_filters.MultipleChoiceFilter(choices=DeviceState.choices, method="filter_state")
     attribute = AttributeFilter(label="Attribute equals ([domain/]name=value)")
     device_class = django_filters.CharFilter(
         method="filter_class", label="DeviceClass (by its driver selector)"
@@ -266,6 +275,18 @@ class DeviceFilterSet(django_filters.FilterSet):
     class Meta:
         model = Device
         fields = ["name", "driver", "pool", "node", "current", "tainted", "state", "attribute"]
+
+    def filter_state(self, qs: QuerySet[Any], name: str, value: list[str]) -> QuerySet[Any]:
+        if not value:
+            return qs
+        wanted = set(value)
+        refined = {DeviceState.BLOCKED, DeviceState.UNHEALTHY}
+        condition = Q(state__in=sorted(wanted - refined))
+        if DeviceState.BLOCKED in wanted:
+            condition |= Q(pk__in=blocked_device_ids(qs))
+        if DeviceState.UNHEALTHY in wanted:
+            condition |= Q(pk__in=unhealthy_device_ids(qs))
+        return qs.filter(condition)
 
     def filter_namespace(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
         if not value:

@@ -151,8 +151,19 @@ class ResourceSliceDetailSerializer(ResourceSliceSerializer):
         fields = [*ResourceSliceSerializer.Meta.fields, "node_selector", "shared_counters", "obj"]
 
 
+class DeviceListSerializer(serializers.ListSerializer):
+    """Refines the whole page at once: `refine_device_states` is a fixed number of queries for
+    any list, where refining device by device would be a few queries per row."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        devices = list(data.all() if hasattr(data, "all") else data)
+        refine_device_states(devices)
+        return super().to_representation(devices)
+
+
 class DeviceSerializer(serializers.ModelSerializer):
-    """A device with its state from `inventory.services.annotate_device_state`."""
+    """A device with its state from `inventory.services.annotate_device_state`, refined by
+    `refine_device_states` into `effective_state`, `blocked` and `unhealthy` (once per page)."""
 
     key = serializers.CharField(read_only=True, help_text="driver/pool/device")
     state = serializers.CharField(
@@ -166,9 +177,25 @@ class DeviceSerializer(serializers.ModelSerializer):
     tainted = serializers.BooleanField(
         source="is_tainted", read_only=True, help_text="Own taints or a DeviceTaintRule."
     )
+    effective_state = serializers.CharField(
+        read_only=True,
+        help_text="The state the pool grid shows: `state`, except unhealthy (wins over all) and "
+        "blocked (instead of free when the shared counters left cannot cover the device).",
+    )
+    blocked = serializers.BooleanField(
+        read_only=True,
+        help_text="Not held, but the pool's shared counters left cannot cover it "
+        "(`?state=blocked`).",
+    )
+    unhealthy = serializers.BooleanField(
+        read_only=True,
+        help_text="A NoExecute taint (own or DeviceTaintRule) or a Ready=False device condition "
+        "(`?state=unhealthy`).",
+    )
 
     class Meta:
         model = Device
+        list_serializer_class = DeviceListSerializer
         fields = [
             "id",
             "key",
@@ -189,7 +216,15 @@ class DeviceSerializer(serializers.ModelSerializer):
             "shared",
             "admin_access",
             "tainted",
+            "effective_state",
+            "blocked",
+            "unhealthy",
         ]
+
+    def to_representation(self, instance: Device) -> dict[str, Any]:
+        if not hasattr(instance, "effective_state"):  # not refined with its page
+            refine_device_states([instance])
+        return super().to_representation(instance)
 
 
 class CapacityUsageSerializer(serializers.Serializer):
@@ -201,22 +236,8 @@ class CapacityUsageSerializer(serializers.Serializer):
 
 
 class DeviceDetailSerializer(DeviceSerializer):
-    """Adds what needs Python beyond the list's SQL: `effective_state` with `blocked` (free,
-    but its pool's shared counters left cannot cover it) and `unhealthy` (a NoExecute taint,
-    or Ready=False in a claim's device status), and capacity usage."""
+    """Adds the device's full spec, counters consumed, binding conditions and capacity usage."""
 
-    effective_state = serializers.CharField(
-        read_only=True,
-        help_text="The state the pool grid shows: `state`, except unhealthy (wins over all) and "
-        "blocked (instead of free when the shared counters left cannot cover the device).",
-    )
-    blocked = serializers.BooleanField(
-        read_only=True, help_text="Not held, but the pool's shared counters left cannot cover it."
-    )
-    unhealthy = serializers.BooleanField(
-        read_only=True,
-        help_text="A NoExecute taint (own or DeviceTaintRule) or a Ready=False device condition.",
-    )
     capacity_usage = serializers.SerializerMethodField()
 
     class Meta(DeviceSerializer.Meta):
@@ -229,14 +250,7 @@ class DeviceDetailSerializer(DeviceSerializer):
             "binding_failure_conditions",
             "spec",
             "capacity_usage",
-            "effective_state",
-            "blocked",
-            "unhealthy",
         ]
-
-    def to_representation(self, instance: Device) -> dict[str, Any]:
-        refine_device_states([instance])
-        return super().to_representation(instance)
 
     @extend_schema_field(CapacityUsageSerializer(many=True))
     def get_capacity_usage(self, device: Device) -> list[dict[str, Any]]:

@@ -313,10 +313,10 @@ def blocked_device_ids(devices: QuerySet[Device] | None = None) -> set[int]:
 
 
 def unhealthy_device_ids(devices: QuerySet[Device] | None = None) -> set[int]:
-    """Ids of current devices that `refine_device_states` would call unhealthy, in four queries."""
+    """Ids of devices that `refine_device_states` would call unhealthy, in four queries."""
     from claims.models import AllocatedDevice
 
-    scope = (devices if devices is not None else Device.objects.all()).filter(current=True)
+    scope = devices if devices is not None else Device.objects.all()
     evicting = [_rule_match(rule) for rule in _effective_rules() if _no_execute([rule.taint])]
     ruled = reduce(or_, evicting) if evicting else Q(pk__isnull=True)
     flagged = Case(When(ruled, then=Value(True)), default=Value(False), output_field=BooleanField())

@@ -72,6 +72,12 @@ def _count(client, url: str) -> tuple[int, int]:
     return len(queries), len(items)
 
 
+def _count_yaml(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url, {"format": "yaml", "limit": 1000}).status_code == 200
+    return len(queries)
+
+
 URLS = [e.url for e in ALL_ENDPOINTS] + [
     "/api/inventory/utilisation/pools/",
     "/api/inventory/utilisation/classes/",
@@ -85,14 +91,13 @@ def test_list_query_count_is_constant(api, url: str) -> None:
     """N worlds and 3N worlds are listed with the same number of queries."""
     add_worlds(2)
     queries_small, items_small = _count(api, url)
+    yaml_small = _count_yaml(api, url)
     add_worlds(4)
     queries_large, items_large = _count(api, url)
     assert queries_large == queries_small
     if "class=" not in url:
         assert items_small > 0
         assert items_large == 3 * items_small
-    # Also as YAML, which reads the raw objects.
-    add_worlds(1)
-    with CaptureQueriesContext(connection) as queries:
-        assert api.get(url, {"format": "yaml", "limit": 1000}).status_code == 200
-    assert len(queries) == queries_small
+    # Also as YAML, which reads the raw objects: constant too (the device list refines its
+    # states only in JSON, so the two formats need not count the same).
+    assert _count_yaml(api, url) == yaml_small

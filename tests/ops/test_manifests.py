@@ -206,7 +206,8 @@ def test_prometheus_scrapes_with_the_metrics_token_from_the_secret() -> None:
     monitor = yaml.safe_load((DEPLOY / "prometheus" / "servicemonitor.yaml").read_text())
     assert monitor["kind"] == "ServiceMonitor"
     service = one("Service", "dra-dashboard")
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    labels = service["metadata"]["labels"].items()
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels
     [endpoint] = monitor["spec"]["endpoints"]
     assert endpoint["port"] == service["spec"]["ports"][0]["name"]
     assert endpoint["path"] == "/metrics"

@@ -231,7 +231,7 @@ def test_metrics_endpoint_refuses_anonymous_by_default(db) -> None:
 
 
 def test_metrics_endpoint_public_with_public_read(db, settings) -> None:
-    """With PUBLIC_READ on and no METRICS_TOKEN, /metrics answers the exposition format to anyone."""
+    """With PUBLIC_READ on and no METRICS_TOKEN, /metrics answers the exposition to anyone."""
     settings.PUBLIC_READ = True
     response = Client().get("/metrics")
     assert response.status_code == 200
