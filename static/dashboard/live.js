@@ -2,7 +2,10 @@
  * Live updates: one websocket per page; events name a topic and ids, never HTML.
  * Elements marked data-live="topic ..." with an hx-get are re-fetched through their normal
  * view when one of their topics changes, at most once per second per fragment. The socket
- * reconnects with exponential backoff and the header shows when the page is offline.
+ * reconnects with exponential backoff and the header shows when the page is offline, except
+ * after the server's refusals (4401: not signed in, 4400: bad topic), which no retry can cure.
+ * Daphne turns a refusal during the handshake into HTTP 403, so the browser sees code 1006
+ * then: a socket that closes without having opened asks its own page why (see probe()).
  */
 (function () {
   "use strict";
@@ -11,6 +14,12 @@
   var pending = {};
   var attempt = 0;
   var socket = null;
+  var stopped = false;
+  // Close codes of dashboard/consumers.py that a reload, not a retry, can fix.
+  var FINAL_CLOSE = {
+    4401: "Signed out \u2014 reload to sign in",
+    4400: "Live updates refused \u2014 reload the page"
+  };
 
   function topics() {
     var raw = document.body.getAttribute("data-live-topics") || "";
@@ -69,8 +78,10 @@
     if (!wanted.length || !("WebSocket" in window)) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var url = scheme + location.host + "/ws/live/?topics=" + encodeURIComponent(wanted.join(","));
+    var opened = false;
     socket = new WebSocket(url);
     socket.onopen = function () {
+      opened = true;
       var missed = attempt > 0;
       attempt = 0;
       setStatus("online", "Live");
@@ -78,19 +89,57 @@
       if (missed) fragmentsFor("*").forEach(schedule);
     };
     socket.onmessage = onMessage;
-    socket.onclose = function () {
-      attempt += 1;
-      var delay = Math.min(30000, 1000 * Math.pow(2, attempt - 1));
-      delay = Math.round(delay * (0.75 + Math.random() * 0.5));
-      setStatus("offline", "Offline, retrying in " + Math.ceil(delay / 1000) + "s");
-      setTimeout(connect, delay);
+    socket.onclose = function (event) {
+      if (FINAL_CLOSE[event.code]) {
+        stop(event.code);
+        return;
+      }
+      if (!opened) {
+        probe(wanted, retry);
+        return;
+      }
+      retry();
     };
   }
 
-  // For debugging and the browser tests: the current socket and how many retries are pending.
+  function stop(code) {
+    stopped = true;
+    setStatus("offline", FINAL_CLOSE[code]);
+  }
+
+  // A refused handshake looks like a network error. The page itself knows: the view redirects a
+  // signed-out user to the login page, or (public read) renders without live topics; other topics
+  // than ours mean the server no longer knows one of them. Anything else (server down): retry.
+  function probe(wanted, otherwise) {
+    if (!window.fetch) { otherwise(); return; }
+    fetch(location.href, { credentials: "same-origin", redirect: "manual" })
+      .then(function (response) {
+        if (response.type === "opaqueredirect" || response.status === 401) return stop(4401);
+        if (!response.ok) return otherwise();
+        return response.text().then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var now = (doc.body.getAttribute("data-live-topics") || "").split(/\s+/).filter(Boolean);
+          if (!now.length) return stop(4401);
+          if (now.join(" ") !== wanted.join(" ")) return stop(4400);
+          otherwise();
+        });
+      })
+      .catch(otherwise);
+  }
+
+  function retry() {
+    attempt += 1;
+    var delay = Math.min(30000, 1000 * Math.pow(2, attempt - 1));
+    delay = Math.round(delay * (0.75 + Math.random() * 0.5));
+    setStatus("offline", "Offline, retrying in " + Math.ceil(delay / 1000) + "s");
+    setTimeout(connect, delay);
+  }
+
+  // For debugging and the browser tests: the socket, retries pending, whether live has stopped.
   window.draLive = {
     get socket() { return socket; },
-    get attempt() { return attempt; }
+    get attempt() { return attempt; },
+    get stopped() { return stopped; }
   };
 
   document.addEventListener("DOMContentLoaded", function () {

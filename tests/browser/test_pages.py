@@ -110,6 +110,33 @@ def test_offline_indicator_and_reconnect(page: Any, live_server_url: LiveServer)
     assert page.evaluate("window.draLive.attempt") == 0
 
 
+def test_signed_out_page_stops_reconnecting(page: Any, live_server_url: LiveServer) -> None:
+    """After signing out elsewhere the socket is refused: the badge says so and retries stop."""
+    page.goto(live_server_url.url + "/")
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.context.clear_cookies()
+    page.evaluate("window.draLive.socket.close()")
+    page.wait_for_function("window.draLive.stopped === true", timeout=5000)
+    status = page.locator("#live-status")
+    assert "reload to sign in" in status.inner_text()
+    assert status.get_attribute("data-state") == "offline"
+    attempts = page.evaluate("window.draLive.attempt")
+    page.wait_for_timeout(2500)
+    assert page.evaluate("window.draLive.attempt") == attempts
+    assert page.evaluate("window.draLive.socket.readyState") == 3  # CLOSED, no new socket
+
+
+def test_refused_topic_stops_reconnecting(page: Any, live_server_url: LiveServer) -> None:
+    """A topic the server refuses ends live updates with a reload hint instead of retrying."""
+    page.goto(live_server_url.url + "/")
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.evaluate("document.body.setAttribute('data-live-topics', 'no-such-topic')")
+    page.evaluate("window.draLive.socket.close()")
+    page.wait_for_function("window.draLive.stopped === true", timeout=5000)
+    assert "reload the page" in page.locator("#live-status").inner_text()
+    assert "sign in" not in page.locator("#live-status").inner_text()
+
+
 WHAT_IF = """apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: training, namespace: team-a}
