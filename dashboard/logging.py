@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import warnings
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -40,17 +39,13 @@ _STANDARD_ATTRS = frozenset(
 def _object_fields(
     where: str, legacy: tuple[str, ...], fields: tuple[str | None, str, str | None]
 ) -> tuple[str, str, str]:
-    # Callers moving to keywords (STYLE: keyword-only past two parameters) may still pass
-    # (kind, namespace, name) positionally until inventory/sync is updated; they get a warning.
+    # Keywords are the interface (STYLE: keyword-only past two parameters). The positional
+    # (kind, namespace, name) form is still accepted, silently, for callers not yet moved
+    # (inventory/sync/bulk.py); remove it once none is left.
     kind, namespace, name = fields
     if legacy:
         if len(legacy) != 3 or kind is not None or name is not None:
             raise TypeError(f"{where}() takes keyword arguments kind=, namespace=, name=")
-        warnings.warn(
-            f"{where}(kind, namespace, name) positionally is deprecated; pass keywords",
-            DeprecationWarning,
-            stacklevel=3,
-        )
         kind, namespace, name = legacy
     if kind is None or name is None:
         raise TypeError(f"{where}() needs kind= and name=")

@@ -211,7 +211,10 @@ def _resources_ok(
 
 
 def explain(
-    allocator: Allocator, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]
+    allocator: Allocator,
+    *,
+    node: JSON | NodeInfo | None,
+    claims: Sequence[JSON | ClaimInfo],
 ) -> list[RequestReport]:
     """Per request, the filter funnel on this node; an input error gives one report saying so."""
     try:
@@ -250,8 +253,10 @@ def explain_scenario(
         result = {}
         for node, entry in zip(scenario.get("nodes") or [], output["nodes"], strict=False):
             if entry.get("results") is None and not entry.get("error"):
-                result[entry["node"]] = [r.as_dict() for r in explain(allocator, node, claims)]
+                result[entry["node"]] = [
+                    r.as_dict() for r in explain(allocator, node=node, claims=claims)
+                ]
         return result
     if output.get("results") is None and not output.get("error"):
-        return [r.as_dict() for r in explain(allocator, scenario.get("node"), claims)]
+        return [r.as_dict() for r in explain(allocator, node=scenario.get("node"), claims=claims)]
     return None

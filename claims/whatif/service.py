@@ -35,7 +35,7 @@ _simulations_lock = threading.Lock()
 _CACHE_PREFIX = "whatif:result:"
 
 
-def lookup_object(kind: str, namespace: str, name: str) -> JSON | None:
+def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
     """A stored ResourceClaimTemplate or ResourceClaim (normalized), or None."""
     from claims.models import ResourceClaim, ResourceClaimTemplate
 
@@ -178,7 +178,12 @@ def what_if(
         features=features,
         explain=explain,
     )
-    parsed = parse_input(source, namespace=namespace, lookup=lookup_object)
+    parsed = parse_input(
+        source,
+        namespace=namespace,
+        # parse_input's Lookup callback is called positionally (kind, namespace, name).
+        lookup=lambda kind, ns, name: lookup_object(kind=kind, namespace=ns, name=name),
+    )
     fingerprint = cluster_fingerprint()
     quotas = namespace_quotas(parsed.namespace)
     key = _cache_key(parsed, options, fingerprint, quotas)

@@ -216,7 +216,7 @@ class Simulation:
             verdict.fits = True
             verdict.results = results
         elif with_reasons:
-            verdict.reports = explain(self.allocator, info, claims)
+            verdict.reports = explain(self.allocator, node=info, claims=claims)
         return verdict
 
     def class_expressions(self, claims: Sequence[JSON]) -> list[tuple[str, ...]]:

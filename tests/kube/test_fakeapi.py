@@ -142,7 +142,7 @@ def test_paginated_list_is_a_consistent_sorted_snapshot(
     assert first["apiVersion"] == f"{GROUP}/v1"
     assert first["metadata"]["remainingItemCount"] == len(names) - 3
     server.apply(slice_obj("slice-99"))
-    server.delete("ResourceSlice", "slice-05")
+    server.delete("ResourceSlice", name="slice-05")
     seen = [item["metadata"]["name"] for item in first["items"]]
     page = first
     while page["metadata"].get("continue"):
@@ -175,7 +175,7 @@ def test_resource_version_semantics_of_lists(server: FakeApiServer, api: client.
     for i in range(3):
         server.apply(slice_obj(f"s{i}"))
     before = server.resource_version
-    server.delete("resourceslices", "s0")
+    server.delete("resourceslices", name="s0")
     from_cache = list_slices(api, limit=1, resource_version="0")
     assert len(from_cache["items"]) == 2 and "continue" not in from_cache["metadata"]
     past = list_slices(api, resource_version=before, resource_version_match="Exact")
@@ -251,7 +251,7 @@ def test_watch_streams_changes_and_bookmarks_until_timeout(
         changed = slice_obj("new")
         changed["spec"]["pool"]["generation"] = 2
         server.apply(changed)
-        server.delete("resourceslices", "old")
+        server.delete("resourceslices", name="old")
 
     later(0.3, mutate)
     custom = client.CustomObjectsApi(api)
@@ -498,7 +498,7 @@ def test_apply_rejects_bad_objects_naming_the_field(server: FakeApiServer) -> No
     with pytest.raises(ValueError, match="apiVersion"):
         server.apply({"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "p"}})
     with pytest.raises(KeyError):
-        server.delete("resourceslices", "never")
+        server.delete("resourceslices", name="never")
 
 
 def test_apply_keeps_identity_and_counts_generation(server: FakeApiServer) -> None:

@@ -45,7 +45,7 @@ def churn(server: FakeApiServer, *, step: int) -> None:
         ("resourceclaims", f"claim-{100 + step * 10}", "team-a"),
         ("pods", f"pod-{100 + step * 10}", "team-a"),
     ):
-        server.delete(plural, name, namespace)
+        server.delete(plural, name=name, namespace=namespace)
 
 
 def list_requests(server: FakeApiServer, plural: str) -> int:
@@ -160,8 +160,8 @@ def test_compaction_while_stopped_relists_and_deletes_the_missing(server, watche
     wait_converged(server, "Node", "ResourceSlice")
     watchers.stop()
     churn(server, step=0)
-    server.delete("nodes", "node-3")
-    server.delete("resourceslices", "node-3-gpu")
+    server.delete("nodes", name="node-3")
+    server.delete("resourceslices", name="node-3-gpu")
     server.compact()
     lists_before = list_requests(server, "nodes")
     watchers.start("Node", "ResourceSlice")
@@ -230,8 +230,8 @@ def change_each_once(server: FakeApiServer) -> None:
         server.apply(objects.resource_slice(f"node-{i}-gpu", node_name=f"node-{i}"))
     server.apply(objects.node("node-0", ready=False))
     server.apply(objects.resource_slice("node-1-gpu", node_name="node-1", devices=3))
-    server.delete("resourceslices", "node-2-gpu")
-    server.delete("nodes", "node-2")
+    server.delete("resourceslices", name="node-2-gpu")
+    server.delete("nodes", name="node-2")
 
 
 def synced_at(kind: str) -> dict[str, object]:

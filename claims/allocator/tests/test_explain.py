@@ -58,7 +58,7 @@ def claim(count: int, *, selector: str = "") -> dict[str, Any]:
 
 def stage_counts(allocator: Allocator, claims: list[dict[str, Any]]) -> dict[str, int]:
     """The funnel of the only request, as a stage -> remaining map."""
-    [report] = explain(allocator, NODE, claims)
+    [report] = explain(allocator, node=NODE, claims=claims)
     assert [s.stage for s in report.stages] == list(STAGES)
     return {s.stage: s.remaining for s in report.stages}
 
@@ -78,7 +78,7 @@ def test_funnel_counts_each_stage() -> None:
     assert counts["node access"] == 3
     assert counts["taints"] == 2
     assert counts["already allocated"] == 1
-    [report] = explain(allocator, NODE, claims)
+    [report] = explain(allocator, node=NODE, claims=claims)
     assert report.claim == "ns/claim-0"
     assert report.request == "gpus"
     assert report.wanted == 2
@@ -102,7 +102,7 @@ def test_constraint_stage_counts_largest_matching_group() -> None:
 def test_input_error_is_reported() -> None:
     """An unknown class gives a single report carrying the allocator's error."""
     allocator = Allocator(classes=[], slices=[SLICE])
-    [report] = explain(allocator, NODE, [claim(1)])
+    [report] = explain(allocator, node=NODE, claims=[claim(1)])
     assert report.message.startswith("error:")
     assert "could not retrieve device class gpu" in report.message
 
@@ -112,7 +112,7 @@ def test_competing_requests_are_called_out() -> None:
     allocator = Allocator(classes=[CLASS], slices=[SLICE])
     claims = [claim(2), {**claim(2), "metadata": {"name": "claim-1"}}]
     assert allocator.allocate(NODE, claims) is None
-    reports = explain(allocator, NODE, claims)
+    reports = explain(allocator, node=NODE, claims=claims)
     assert len(reports) == 2
     assert all(not r.blocking_stage for r in reports)
     assert all("together they do not fit" in r.message for r in reports)

@@ -109,7 +109,9 @@ class ChurnLoop:
             if event_type == "DELETED":
                 metadata = obj.get("metadata") or {}
                 try:
-                    self.server.delete(obj["kind"], metadata["name"], metadata.get("namespace"))
+                    self.server.delete(
+                        obj["kind"], name=metadata["name"], namespace=metadata.get("namespace")
+                    )
                     applied += 1
                 except (KeyError, ValueError):
                     # Deleting what this server never stored (e.g. a kind it does not serve).

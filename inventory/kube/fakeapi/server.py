@@ -145,9 +145,9 @@ class FakeApiServer:
         """Create or update an object (emits ADDED or MODIFIED); returns the stored copy."""
         return self._store.apply(obj)
 
-    def delete(self, kind_or_plural: str, name: str, namespace: str | None = None) -> Obj:
+    def delete(self, kind_or_plural: str, *, name: str, namespace: str | None = None) -> Obj:
         """Delete an object by kind or plural (emits DELETED); KeyError if it does not exist."""
-        return self._store.delete(kind_or_plural, name, namespace)
+        return self._store.delete(kind_or_plural, name=name, namespace=namespace)
 
     def compact(self) -> None:
         """Drop the change history: older resourceVersions and continue tokens now get 410."""

@@ -130,7 +130,7 @@ class ObjectStore:
             self._record(Change(self._revision, event, rt.plural, key, stored, previous))
             return copy.deepcopy(stored)
 
-    def delete(self, kind_or_plural: str, name: str, namespace: str | None = None) -> Obj:
+    def delete(self, kind_or_plural: str, *, name: str, namespace: str | None = None) -> Obj:
         """Remove an object; returns its last state stamped with the deletion's resourceVersion."""
         rt = resource_type(kind_or_plural)
         key: Key = (namespace or "", name)
