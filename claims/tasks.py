@@ -31,6 +31,7 @@ REQUEST_KEYS = ("yaml", "nodes", "nodeSelector", "count", "assume", "features", 
 
 
 def job_key(job_id: str) -> str:
+    """The cache key under which a what-if job's document is stored."""
     return _JOB_PREFIX + job_id
 
 

@@ -30,6 +30,8 @@ class SnapshotError(ValueError):
 
 @dataclass
 class ParsedObject:
+    """One object of the input: where it came from, as written, and normalized to v1."""
+
     source: str  # "file.yaml document 3 item 12"
     raw: JSON
     obj: JSON
@@ -37,6 +39,8 @@ class ParsedObject:
 
 @dataclass
 class ImportReport:
+    """What an import did: objects per kind, ignored (untracked) kinds, and the sync counts."""
+
     objects: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)
     result: BatchResult = field(default_factory=BatchResult)
@@ -182,6 +186,7 @@ def import_texts(sources: Iterable[tuple[str, str]], *, merge: bool = False) -> 
 
 
 def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportReport:
+    """Import YAML/JSON files in one transaction; SnapshotError names an unreadable file."""
     sources = []
     for path in paths:
         path = Path(path)
@@ -202,6 +207,7 @@ def export_objects() -> list[JSON]:
 
 
 def write_snapshot(out: TextIO, *, fmt: str = "yaml") -> int:
+    """Write every stored object as one v1 List in YAML or JSON; returns how many."""
     objects = export_objects()
     document = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": objects}
     if fmt == "json":

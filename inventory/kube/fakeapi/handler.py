@@ -78,6 +78,10 @@ def status_body(
 
 
 def encode_continue(revision: int, last: Key) -> str:
+    """An opaque continue token: the list's snapshot revision and the last key it returned.
+
+    Shaped like the API server's (base64 JSON without padding) so clients treat it as opaque.
+    """
     raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": list(last)})
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 

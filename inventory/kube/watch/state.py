@@ -118,6 +118,7 @@ def record_list(kind: str, *, watcher: str, served_version: str, resource_versio
 
 
 def record_not_served(kind: str, *, watcher: str, message: str) -> None:
+    """Note that the server serves no known version of the kind: cursor cleared, error kept."""
     now = timezone.now()
     fenced_update(
         kind,
@@ -141,6 +142,7 @@ def record_error(kind: str, *, watcher: str, message: str) -> None:
 
 
 def heartbeat(kind: str, *, watcher: str, rate: float) -> None:
+    """Show the watcher is alive between batches and store its event rate (fenced)."""
     with write_guard(), transaction.atomic():
         fenced_update(kind, watcher=watcher, heartbeat_at=timezone.now(), events_per_second=rate)
 
