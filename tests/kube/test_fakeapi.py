@@ -239,6 +239,57 @@ def test_selectors_filter_lists(server: FakeApiServer, api: client.ApiClient) ->
     assert error.value.status == 400
 
 
+SELECTOR_CASES = [
+    ("driver notin (gpu)", "", ["b", "c"]),
+    ("driver", "", ["a", "b"]),
+    ("!driver", "", ["c"]),
+    ("driver!=gpu", "spec.driver!=nic.example.com", ["c"]),
+    ("", "spec.driver==gpu.example.com,metadata.name=a", ["a"]),
+]
+
+
+@pytest.mark.parametrize(("labels", "fields", "names"), SELECTOR_CASES)
+def test_selector_operators(
+    server: FakeApiServer, api: client.ApiClient, labels: str, fields: str, names: list[str]
+) -> None:
+    """Set-based, existence and inequality terms select as on a real API server."""
+    server.apply(slice_obj("a", driver="gpu.example.com"))
+    server.apply(slice_obj("b", driver="nic.example.com"))
+    unlabelled = slice_obj("c", driver="fpga.example.com")
+    del unlabelled["metadata"]["labels"]
+    server.apply(unlabelled)
+    found = list_slices(api, label_selector=labels, field_selector=fields)
+    assert [i["metadata"]["name"] for i in found["items"]] == names
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            {"label_selector": "bad key!=x"},
+            "unable to parse requirement 'bad key!=x' in labelSelector",
+        ),
+        (
+            {"label_selector": "driver=a b"},
+            "unable to parse requirement 'driver=a b' in labelSelector",
+        ),
+        (
+            {"field_selector": "spec.driver in (a)"},
+            "invalid selector 'spec.driver in (a)' in fieldSelector",
+        ),
+    ],
+)
+def test_bad_selector_is_a_400_naming_the_term(
+    api: client.ApiClient, query: dict[str, str], message: str
+) -> None:
+    """A selector term the server cannot parse is a 400 BadRequest quoting the term."""
+    with pytest.raises(ApiException) as error:
+        list_slices(api, **query)
+    assert error.value.status == 400
+    status = json.loads(error.value.body)
+    assert status["reason"] == "BadRequest" and status["message"] == message
+
+
 def test_watch_streams_changes_and_bookmarks_until_timeout(
     server: FakeApiServer, api: client.ApiClient
 ) -> None:
