@@ -154,30 +154,30 @@ def _all_candidates(
     return candidates
 
 
+# Constraint kinds in the order upstream checks them; the first one set on an entry wins.
+_CONSTRAINT_KINDS: tuple[tuple[str, type[Constraint]], ...] = (
+    ("matchAttribute", MatchAttributeConstraint),
+    ("distinctAttribute", DistinctAttributeConstraint),
+)
+
+
 def parse_constraints(claim: ClaimInfo, *, list_types: bool) -> list[Constraint]:
     """The claim's matchAttribute/distinctAttribute constraints; AllocationError for others."""
     result: list[Constraint] = []
     for index, raw in enumerate(claim.constraints):
-        requests = list(raw.get("requests") or []) if isinstance(raw, dict) else []
-        if isinstance(raw, dict) and raw.get("matchAttribute"):
-            result.append(
-                MatchAttributeConstraint(
-                    request_names=requests,
-                    attribute_name=str(raw["matchAttribute"]),
-                    list_types=list_types,
-                )
-            )
-        elif isinstance(raw, dict) and raw.get("distinctAttribute"):
-            result.append(
-                DistinctAttributeConstraint(
-                    request_names=requests,
-                    attribute_name=str(raw["distinctAttribute"]),
-                    list_types=list_types,
-                )
-            )
-        else:
+        entry = raw if isinstance(raw, dict) else {}
+        found = next(((f, kind) for f, kind in _CONSTRAINT_KINDS if entry.get(f)), None)
+        if found is None:
             raise AllocationError(
                 f"claim {claim.ref}, constraint #{index}: empty constraint (unsupported "
                 "constraint type?)"
             )
+        field_name, kind = found
+        result.append(
+            kind(
+                request_names=list(entry.get("requests") or []),
+                attribute_name=str(entry[field_name]),
+                list_types=list_types,
+            )
+        )
     return result
