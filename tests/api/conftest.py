@@ -160,6 +160,22 @@ def cluster(db) -> dict[tuple[str, str], Any]:
     return {(obj["kind"], obj["metadata"]["name"]): obj for obj in objects}
 
 
+def not_ready_claim(name: str, *, pool: str, device: str) -> dict[str, Any]:
+    """A claim holding one GPU whose device status reports condition Ready=False."""
+    claim = f.claim_object(
+        name, results=[f.allocation_result("req", driver=GPU, pool=pool, device=device)]
+    )
+    claim["status"]["devices"] = [
+        {
+            "driver": GPU,
+            "pool": pool,
+            "device": device,
+            "conditions": [{"type": "Ready", "status": "False", "reason": "XidError"}],
+        }
+    ]
+    return claim
+
+
 def results(response: Any) -> list[dict[str, Any]]:
     """The items of a list response, asserting it succeeded."""
     assert response.status_code == 200, response.content

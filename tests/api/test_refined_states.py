@@ -12,7 +12,7 @@ from inventory.choices import DeviceState
 from inventory.models import Device
 from inventory.services import annotate_device_state, refine_device_states
 from tests import factories as f
-from tests.api.conftest import GPU, results
+from tests.api.conftest import GPU, not_ready_claim, results
 
 DEVICES = "/api/inventory/devices/"
 _worlds = itertools.count()
@@ -68,18 +68,7 @@ def test_state_filter_unhealthy_by_taint_rule_and_ready_false(api, cluster) -> N
     """`?state=unhealthy` finds NoExecute rules and Ready=False device conditions."""
     assert _listed(api, "state=unhealthy") == {}
     _no_execute_on_gpu_1()
-    claim = f.claim_object(
-        "broken", results=[f.allocation_result("req", driver=GPU, pool="node-a", device="gpu-4")]
-    )
-    claim["status"]["devices"] = [
-        {
-            "driver": GPU,
-            "pool": "node-a",
-            "device": "gpu-4",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "XidError"}],
-        }
-    ]
-    f.create(claim)
+    f.create(not_ready_claim("broken", pool="node-a", device="gpu-4"))
     unhealthy = {f"{d.pool_name}/{d.name}" for d in _refined_all() if d.unhealthy}
     assert unhealthy == {"node-b/gpu-1", "node-a/gpu-4"}
     assert _listed(api, "state=unhealthy").keys() == unhealthy

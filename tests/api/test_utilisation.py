@@ -15,7 +15,7 @@ from inventory.services import (
     refine_device_states,
 )
 from tests import factories as f
-from tests.api.conftest import results
+from tests.api.conftest import not_ready_claim, results
 
 GPU = "gpu.example.com"
 
@@ -234,19 +234,7 @@ def test_no_execute_taint_rule_makes_a_device_unhealthy(cluster) -> None:
 
 def test_ready_false_device_condition_makes_a_device_unhealthy(cluster) -> None:
     """status.devices[].conditions with Ready=False in a claim marks its device unhealthy."""
-    claim = f.claim_object(
-        "broken",
-        results=[f.allocation_result("req", driver=GPU, pool="node-a", device="gpu-4")],
-    )
-    claim["status"]["devices"] = [
-        {
-            "driver": GPU,
-            "pool": "node-a",
-            "device": "gpu-4",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "XidError"}],
-        }
-    ]
-    f.create(claim)
+    f.create(not_ready_claim("broken", pool="node-a", device="gpu-4"))
     devices = _refined(pool_name="node-a")
     assert devices["gpu-4"].effective_state == "unhealthy"
     assert devices["gpu-4"].state == "allocated"
