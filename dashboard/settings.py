@@ -223,6 +223,7 @@ LOGGING = {
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Operations: /readyz fails when a served kind's watcher heartbeat is older than this (0: never);
-# /metrics requires `Authorization: Bearer <token>` when a token is set.
+# /metrics answers a matching `Authorization: Bearer <token>`, a signed-in user, or anyone with
+# PUBLIC_READ on.
 READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
