@@ -91,7 +91,7 @@ def overview_context() -> dict[str, Any]:
             totals[key] += counts.get(key, 0)
         rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
     nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
-    classes = class_counts(drivers)
+    classes = class_counts()
     # The first ten rows and the count of all in one query: a window count runs before LIMIT.
     everything = Window(Count("pk"))
     incomplete = list(
@@ -124,30 +124,19 @@ def _window_total(rows: list[Any]) -> int:
     return int(rows[0].matching) if rows else 0
 
 
-def class_counts(drivers: dict[str, dict[str, int]]) -> dict[str, Any]:
-    """What `inventory.services.class_utilisation` reports, from driver counts already made.
+def class_counts() -> dict[str, Any]:
+    """What `claims.classes.class_utilisation` reports, with each class's stacked bar.
 
-    The overview has just counted devices per driver; counting them again for the classes
-    would double the page's only expensive query.
+    Membership is exact (every CEL selector of the class, as the scheduler evaluates them) and
+    cached in process memory until slices or classes change; the holds are counted each time.
     """
-    from inventory.models import DeviceClass
-    from inventory.services import CLASS_APPROXIMATION, CLASS_COUNT_KEYS, class_driver
+    from claims.classes import class_utilisation
 
-    entries = []
-    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
-        driver = class_driver(device_class)
-        found = drivers.get(driver, {}) if driver else None
-        # The keys class_utilisation publishes; the bar still shows blocked from the driver.
-        counts = {key: found.get(key, 0) for key in CLASS_COUNT_KEYS} if found is not None else None
-        entries.append(
-            {
-                "name": device_class.name,
-                "driver": driver,
-                "devices": counts,
-                "segments": _segments(found) if found is not None else [],
-            }
-        )
-    return {"method": CLASS_APPROXIMATION, "classes": entries}
+    report = class_utilisation()
+    for entry in report["classes"]:
+        found = entry["devices"]
+        entry["segments"] = _segments(found) if found is not None else []
+    return report
 
 
 def _segments(counts: dict[str, int]) -> list[tuple[str, float]]:

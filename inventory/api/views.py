@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
+from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,7 +31,6 @@ from inventory.models import (
 )
 from inventory.services import (
     annotate_device_state,
-    class_utilisation,
     counter_usage,
     pool_utilisation,
 )
@@ -174,9 +174,27 @@ class PoolUtilisationView(generics.ListAPIView):
         return pool_utilisation(super().get_queryset())
 
 
-class ClassUtilisationView(APIView):
-    """Device counts per DeviceClass, attributed by the driver its selector names (approximate)."""
+class _ExactClassEntrySerializer(serializers.ClassUtilisationEntrySerializer):
+    # The published keys plus what exact (CEL) membership adds; belongs in api/serializers.py.
+    method = drf_serializers.CharField(help_text='How members were found: "cel".')
+    cel_errors = drf_serializers.IntegerField(
+        help_text="Devices on which a selector raised a CEL runtime error (counted as no match)."
+    )
+    error = drf_serializers.CharField(
+        allow_null=True, help_text="The compile error, or the first runtime error."
+    )
 
-    @extend_schema(responses=serializers.ClassUtilisationSerializer)
+
+class _ExactClassUtilisationSerializer(serializers.ClassUtilisationSerializer):
+    classes = _ExactClassEntrySerializer(many=True)
+
+
+class ClassUtilisationView(APIView):
+    """Device counts per DeviceClass: members are the devices all its CEL selectors match."""
+
+    @extend_schema(responses=_ExactClassUtilisationSerializer)
     def get(self, request: Request) -> Response:
-        return Response(serializers.ClassUtilisationSerializer(class_utilisation()).data)
+        # claims builds on inventory: its class membership is imported when asked for.
+        from claims.classes import class_utilisation
+
+        return Response(_ExactClassUtilisationSerializer(class_utilisation()).data)

@@ -240,25 +240,8 @@ def driver_utilisation(drivers: Iterable[str] | None = None) -> dict[str, dict[s
 
 
 def class_utilisation() -> dict[str, Any]:
-    """Per DeviceClass: the driver it selects (approximated, see `method`) and device counts."""
-    classes = list(DeviceClass.objects.only("pk", "name", "selectors").order_by("name"))
-    drivers = {device_class.pk: class_driver(device_class) for device_class in classes}
-    counts = driver_utilisation({d for d in drivers.values() if d})
-    entries = []
-    for device_class in classes:
-        driver = drivers[device_class.pk]
-        found = counts.get(driver, {}) if driver else None
-        entries.append(
-            {
-                "name": device_class.name,
-                "driver": driver,
-                "approximate": driver is not None,
-                # The class report keeps its published keys; blocked/unhealthy are per driver.
-                "devices": (
-                    {key: found.get(key, 0) for key in CLASS_COUNT_KEYS}
-                    if found is not None
-                    else None
-                ),
-            }
-        )
-    return {"method": CLASS_APPROXIMATION, "classes": entries}
+    """Per DeviceClass: exact device counts by its CEL selectors (see `claims.classes`)."""
+    # claims builds on inventory: the CEL engine is imported only when the report is asked for.
+    from claims.classes import class_utilisation as exact
+
+    return exact()

@@ -105,7 +105,7 @@ def test_pool_utilisation_counts_only_the_current_generation(cluster) -> None:
 
 
 def test_class_utilisation(cluster) -> None:
-    """A driver-selector class counts its driver's devices; a CEL-only class is not counted."""
+    """A driver-selector class counts its driver's devices; a CEL class counts its matches."""
     report = class_utilisation()
     by_name = {entry["name"]: entry for entry in report["classes"]}
     assert by_name["gpu.example.com"]["driver"] == "gpu.example.com"
@@ -118,7 +118,15 @@ def test_class_utilisation(cluster) -> None:
         "free": 3,
     }
     assert by_name["h100-only"]["driver"] is None
-    assert by_name["h100-only"]["devices"] is None
+    # By construction: node-a's five GPUs are h100 (gpu-0/1 held, gpu-2/3 tainted, gpu-4 free).
+    assert by_name["h100-only"]["devices"] == {
+        "total": 5,
+        "allocated": 2,
+        "shared": 0,
+        "admin": 0,
+        "tainted": 2,
+        "free": 1,
+    }
     assert "approximate" in report["method"] or "CEL" in report["method"]
 
 
@@ -170,12 +178,12 @@ def test_pools_utilisation_endpoint(api, cluster) -> None:
 
 
 def test_classes_utilisation_endpoint(api, cluster) -> None:
-    """/utilisation/classes/ says how it approximates and gives the counts per class."""
+    """/utilisation/classes/ says how it counts and gives exact counts per class."""
     body = api.get("/api/inventory/utilisation/classes/").json()
     assert body["method"]
-    assert {c["name"]: c["approximate"] for c in body["classes"]} == {
-        "gpu.example.com": True,
-        "h100-only": False,
+    assert {c["name"]: (c["approximate"], c["method"]) for c in body["classes"]} == {
+        "gpu.example.com": (False, "cel"),
+        "h100-only": (False, "cel"),
     }
 
 

@@ -155,7 +155,9 @@ def test_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) ->
     assert Node.objects.count() >= 20
     large = _queries(client, reverse(name))
     assert large == small
-    assert large <= 16
+    # The overview's exact class counts add a fingerprint query and a holds/taints query, and two
+    # more (classes, devices) when class membership is recomputed, as after each demo load here.
+    assert large <= (19 if name == "overview" else 16)
 
 
 def test_node_list_filters_by_label(demo, viewer_client: Client) -> None:
