@@ -41,6 +41,14 @@ def main(nodes: int) -> None:
         f"loaded {nodes} nodes in {time.perf_counter() - started:.1f}s: "
         f"{Device.objects.count()} devices, {ResourceClaim.objects.count()} claims"
     )
+    # DeviceClass counts: membership by CEL (cold: computed) and from the cache (warm).
+    from claims.classes import class_utilisation, forget_membership
+
+    forget_membership()
+    for label in ("cold", "warm", "warm"):
+        begin = time.perf_counter()
+        class_utilisation()
+        print(f"class counts ({label}) {(time.perf_counter() - begin) * 1000:7.0f} ms")
     user, _ = User.objects.get_or_create(username="bench")
     client = Client()
     client.force_login(user)
