@@ -194,6 +194,58 @@ def pod_uses_claims(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("spec") or {}).get("resourceClaims"))
 
 
+# What the dashboard keeps of a pod spec: scheduling and claims. Environment values, commands,
+# arguments and volumes can carry secrets, and every signed-in viewer may read stored objects.
+_POD_SPEC_KEYS = frozenset(
+    {
+        "nodeName",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "resourceClaims",
+        "schedulerName",
+        "priorityClassName",
+        "priority",
+        "schedulingGates",
+        "runtimeClassName",
+        "overhead",
+        "topologySpreadConstraints",
+        "serviceAccountName",
+    }
+)
+_CONTAINER_KEYS = frozenset({"name", "image", "resources", "restartPolicy"})
+_SECRET_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+def redact_pod(obj: JSON) -> JSON:
+    """The pod without what may hold secrets: env, commands, volumes, last-applied config.
+
+    The one exception to keeping objects whole (DESIGN: nothing the cluster said is dropped):
+    pods are shown to every viewer, and their specs routinely carry credentials.
+    """
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("managedFields", None)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        meta["annotations"] = {k: v for k, v in annotations.items() if k not in _SECRET_ANNOTATIONS}
+    out["metadata"] = meta
+    spec = out.get("spec")
+    if isinstance(spec, dict):
+        kept = {k: v for k, v in spec.items() if k in _POD_SPEC_KEYS}
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            containers = spec.get(key)
+            if isinstance(containers, list):
+                kept[key] = [
+                    {k: v for k, v in c.items() if k in _CONTAINER_KEYS}
+                    if isinstance(c, dict)
+                    else c
+                    for c in containers
+                ]
+        out["spec"] = kept
+    return out
+
+
 def pod_columns(obj: JSON) -> JSON:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -271,6 +323,7 @@ def register_handlers() -> None:
             "pods",
             namespaced=True,
             keep=pod_uses_claims,
+            redact=redact_pod,
         )
     )
     register(

@@ -36,44 +36,18 @@ _STANDARD_ATTRS = frozenset(
 )
 
 
-def _object_fields(
-    where: str, legacy: tuple[str, ...], fields: tuple[str | None, str, str | None]
-) -> tuple[str, str, str]:
-    # Keywords are the interface (STYLE: keyword-only past two parameters). The positional
-    # (kind, namespace, name) form is still accepted, silently, for callers not yet moved
-    # (inventory/sync/bulk.py); remove it once none is left.
-    kind, namespace, name = fields
-    if legacy:
-        if len(legacy) != 3 or kind is not None or name is not None:
-            raise TypeError(f"{where}() takes keyword arguments kind=, namespace=, name=")
-        kind, namespace, name = legacy
-    if kind is None or name is None:
-        raise TypeError(f"{where}() needs kind= and name=")
-    return kind, namespace or "", name
-
-
-def object_extra(
-    *legacy: str, kind: str | None = None, namespace: str = "", name: str | None = None
-) -> dict[str, str]:
+def object_extra(*, kind: str, namespace: str = "", name: str) -> dict[str, str]:
     """The `extra=` mapping that names one Kubernetes object on a single log call.
 
     The object name travels as `object_name`: a LogRecord's `name` is the logger's name.
-    Pass ``kind=``, ``namespace=`` and ``name=``; the positional form is deprecated.
     """
-    kind, namespace, name = _object_fields("object_extra", legacy, (kind, namespace, name))
     return {"kind": kind, "namespace": namespace, "object_name": name}
 
 
 @contextlib.contextmanager
-def object_context(
-    *legacy: str, kind: str | None = None, namespace: str = "", name: str | None = None
-) -> Iterator[None]:
-    """Name the object every log line inside the block is about (nesting: innermost wins).
-
-    Pass ``kind=``, ``namespace=`` and ``name=``; the positional form is deprecated.
-    """
-    fields = _object_fields("object_context", legacy, (kind, namespace, name))
-    token = _current.set(fields)
+def object_context(*, kind: str, namespace: str = "", name: str) -> Iterator[None]:
+    """Name the object every log line inside the block is about (nesting: innermost wins)."""
+    token = _current.set((kind, namespace or "", name))
     try:
         yield
     finally:

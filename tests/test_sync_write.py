@@ -290,3 +290,46 @@ def test_queries_do_not_grow_with_the_batch(django_assert_max_num_queries):
         apply_events("ResourceClaim", [("ADDED", obj) for obj in claims])
     assert Device.objects.count() == 60
     assert AllocatedDevice.objects.count() == 60
+
+
+@pytest.mark.django_db
+def test_pod_secrets_are_never_stored():
+    """Env values, commands and last-applied config of pods are dropped; claims and node stay."""
+    from claims.models import Pod
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "uid-p",
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": '{"env": "hunter2"}',
+                "team": "ml",
+            },
+        },
+        "spec": {
+            "nodeName": "node-a",
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "example.com/train:1",
+                    "command": ["run", "--password=hunter2"],
+                    "env": [{"name": "DB_PASSWORD", "value": "hunter2"}],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "volumes": [{"name": "s", "secret": {"secretName": "db"}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    apply_events("Pod", [("ADDED", pod)])
+    stored = Pod.objects.get()
+    assert "hunter2" not in repr(stored.raw) + repr(stored.obj)
+    assert stored.raw["metadata"]["annotations"] == {"team": "ml"}
+    assert stored.raw["spec"]["containers"] == [
+        {"name": "main", "image": "example.com/train:1", "resources": {"claims": [{"name": "gpu"}]}}
+    ]
+    assert (stored.node_name, stored.container_claims) == ("node-a", {"main": ["gpu"]})

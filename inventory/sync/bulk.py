@@ -99,7 +99,9 @@ class BatchWriter:
         meta = _metadata(raw)
         # Every log line about this object names it (kind, namespace, name).
         with object_context(
-            self.handler.kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            kind=self.handler.kind,
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
         ):
             try:
                 if obj is None:
@@ -130,6 +132,8 @@ class BatchWriter:
         self.segment.removals.append(removal)
 
     def _pending(self, raw: JSON, obj: JSON) -> Pending:
+        if self.handler.redact is not None:
+            raw, obj = self.handler.redact(raw), self.handler.redact(obj)
         columns = meta_columns(raw, obj)
         columns.update(self.handler.columns(obj))
         namespace = ""
@@ -174,7 +178,9 @@ class BatchWriter:
         meta = _metadata(raw)
         attempt = BatchResult()
         with object_context(
-            self.handler.kind, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            kind=self.handler.kind,
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
         ):
             try:
                 with transaction.atomic():

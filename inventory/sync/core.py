@@ -90,7 +90,7 @@ class KindHandler:
     before the first write), `prepare` (runs on the changed objects before their rows are
     written: slices resolve pools there) and `written` (runs after: child rows, counts and
     touches). Without `written`, each written row counts as upserted and touches `topic` with
-    `live_id(row)`.
+    `live_id(row)`. `redact` removes what must never be stored or served.
     """
 
     kind: str
@@ -106,6 +106,8 @@ class KindHandler:
     children: Callable[[JSON], Any] | None = None
     prepare: Callable[[list[Pending], BatchResult], None] | None = None
     written: Callable[[list[Written], BatchResult], None] | None = None
+    # Applied to the raw and normalized object before anything is stored (pods: no secrets).
+    redact: Callable[[JSON], JSON] | None = None
 
 
 HANDLERS: dict[str, KindHandler] = {}

@@ -46,7 +46,7 @@ def test_json_line_carries_the_object_of_the_context(stream_logger) -> None:
     """Inside object_context every line has kind, namespace and name; outside none."""
     logger, stream, handler = stream_logger
     handler.setFormatter(JsonFormatter())
-    with object_context("ResourceClaim", "team-a", "trainer-0"):
+    with object_context(kind="ResourceClaim", namespace="team-a", name="trainer-0"):
         logger.warning("pending for %ds", 30)
     logger.info("no object")
     inside, outside = json_lines(stream)
@@ -65,8 +65,8 @@ def test_nested_contexts_innermost_wins_and_restore(stream_logger) -> None:
     """A nested context names its object and the outer one comes back after it."""
     logger, stream, handler = stream_logger
     handler.setFormatter(JsonFormatter())
-    with object_context("ResourceSlice", "", "node-a-gpu"):
-        with object_context("Pod", "team-b", "job-1"):
+    with object_context(kind="ResourceSlice", namespace="", name="node-a-gpu"):
+        with object_context(kind="Pod", namespace="team-b", name="job-1"):
             logger.info("inner")
         logger.info("outer")
     inner, outer = json_lines(stream)
@@ -78,7 +78,7 @@ def test_nested_contexts_innermost_wins_and_restore(stream_logger) -> None:
 def test_context_does_not_leak_into_other_threads(stream_logger) -> None:
     """A context set in one thread is invisible in another."""
     seen: list[dict[str, str] | None] = []
-    with object_context("Node", "", "node-a"):
+    with object_context(kind="Node", namespace="", name="node-a"):
         thread = threading.Thread(target=lambda: seen.append(current_object()))
         thread.start()
         thread.join()
@@ -90,7 +90,7 @@ def test_extra_and_adapter_name_the_object(stream_logger) -> None:
     """object_extra for one call and ObjectLogger for many; other extras stay as JSON fields."""
     logger, stream, handler = stream_logger
     handler.setFormatter(JsonFormatter())
-    logger.info("one", extra=object_extra("DeviceClass", "", "gpu.example.com"))
+    logger.info("one", extra=object_extra(kind="DeviceClass", namespace="", name="gpu.example.com"))
     adapter = ObjectLogger(logger, kind="Pod", namespace="team-a", name="trainer-0")
     adapter.info("two", extra={"resource_version": "42"})
     one, two = json_lines(stream)
@@ -115,7 +115,7 @@ def test_plain_format_gets_an_object_suffix(stream_logger, settings) -> None:
     """The plain formatter of settings.LOGGING ends lines with kind=… namespace=… name=…."""
     logger, stream, handler = stream_logger
     handler.setFormatter(logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"]))
-    with object_context("ResourceSlice", "", "node-a-gpu"):
+    with object_context(kind="ResourceSlice", namespace="", name="node-a-gpu"):
         logger.info("listed")
     logger.info("idle")
     first, second = stream.getvalue().splitlines()
@@ -140,7 +140,8 @@ def test_log_json_setting_makes_every_line_json() -> None:
     code = (
         "import django, logging; django.setup(); "
         "from dashboard.logging import object_context; "
-        "ctx = object_context('ResourceSlice', '', 'node-a-gpu'); ctx.__enter__(); "
+        "ctx = object_context(kind='ResourceSlice', namespace='', name='node-a-gpu'); "
+        "ctx.__enter__(); "
         "logging.getLogger('inventory.sync').warning('skipped')"
     )
     env = {

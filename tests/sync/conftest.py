@@ -109,12 +109,21 @@ def db_state(kind: str) -> dict[str, str]:
 
 
 def wait_for(check: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll `check` until it returns something truthy; fail with its last value on timeout."""
+    """Poll `check` until it returns something truthy; fail with its last value on timeout.
+
+    Checks read under the watchers' write guard: on shared-cache SQLite a read while a watcher
+    thread writes fails with "database table is locked".
+    """
+
+    def guarded() -> Any:
+        with write_guard():
+            return check()
+
     deadline = time.monotonic() + timeout
-    value = check()
+    value = guarded()
     while not value and time.monotonic() < deadline:
         time.sleep(interval)
-        value = check()
+        value = guarded()
     assert value, f"condition not met within {timeout}s: {check}"
     return value
 

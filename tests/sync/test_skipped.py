@@ -63,4 +63,4 @@ def test_fixed_object_clears_its_skip_record(server, watchers) -> None:
     server.apply(objects.resource_slice("flaky", node_name="node-z"))
     wait_converged(server, "ResourceSlice")
     wait_for(lambda: SyncState.objects.get(kind="ResourceSlice").skipped == 0)
-    assert not SkippedObject.objects.filter(name="flaky").exists()
+    wait_for(lambda: not SkippedObject.objects.filter(name="flaky").exists())
