@@ -52,15 +52,26 @@ def group_name(topic: str) -> str:
 
 
 def send_now(changes: Mapping[str, Iterable[str]]) -> None:
+    """Send one event per topic, all in one trip through the event loop."""
     layer = get_channel_layer()
     if layer is None:
         return
-    for topic, ids in changes.items():
-        event: ChangedEvent = {"type": "live.changed", "topic": topic, "ids": list(ids)}
-        try:
-            async_to_sync(layer.group_send)(group_name(topic), event)
-        except Exception:  # a live-update hiccup must never fail a sync batch
-            log.exception("live update for %s could not be sent", topic)
+    events: list[tuple[str, ChangedEvent]] = [
+        (topic, {"type": "live.changed", "topic": topic, "ids": list(ids)})
+        for topic, ids in changes.items()
+    ]
+
+    async def send_all() -> None:
+        for topic, event in events:
+            try:
+                await layer.group_send(group_name(topic), event)
+            except Exception:  # a live-update hiccup must never fail a sync batch
+                log.exception("live update for %s could not be sent", topic)
+
+    try:
+        async_to_sync(send_all)()
+    except Exception:
+        log.exception("live updates could not be sent")
 
 
 def publish_changes(changes: Mapping[str, Iterable[str]]) -> None:

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 import yaml
 from django.db import transaction
 
-from inventory.sync import HANDLERS, BatchResult, replace_all, upsert_events
+from inventory.sync import HANDLERS, BatchResult, gc_paused, replace_all, upsert_events
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
 # not track: reported, not rejected.
@@ -160,7 +160,9 @@ def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> lis
 def import_texts(sources: Iterable[tuple[str, str]], *, merge: bool = False) -> ImportReport:
     """Import objects from (name, text) pairs in one transaction."""
     report = ImportReport()
-    parsed = parse_texts(sources, report)
+    # Parsing builds the whole snapshot in memory; collections walking it cost seconds.
+    with gc_paused():
+        parsed = parse_texts(sources, report)
     by_kind: dict[str, list[ParsedObject]] = defaultdict(list)
     for item in parsed:
         by_kind[item.obj["kind"]].append(item)
