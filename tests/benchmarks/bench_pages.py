@@ -1,4 +1,4 @@
-"""Render time of every page at 1,000 nodes: `python -m tests.ui.bench_pages [nodes]`.
+"""Render time of every page at 1,000 nodes: `python -m tests.benchmarks.bench_pages [nodes]`.
 
 Loads the demo cluster into a scratch SQLite database (DASHBOARD_VAR_DIR), then renders each
 page a few times with the test client and prints the slowest time and the query count.
