@@ -29,15 +29,14 @@ import django  # noqa: E402
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.db import connection  # noqa: E402
 
 from inventory.kube.client import load_client  # noqa: E402
 from inventory.kube.fakeapi import ChurnLoop, FakeApiServer, load_demo  # noqa: E402
 from inventory.kube.kinds import KINDS  # noqa: E402
 from inventory.kube.watch import KindWatcher, WatchOptions, run_kind  # noqa: E402
 from inventory.kube.watch import loop as watch_loop  # noqa: E402
-from inventory.models import SkippedObject, SyncState  # noqa: E402
+from inventory.models import SyncState  # noqa: E402
 from inventory.sync import handler_for  # noqa: E402
 
 
@@ -46,12 +45,8 @@ def maxrss_mb() -> float:
 
 
 def reset_database() -> None:
-    call_command("migrate", verbosity=0)
-    with transaction.atomic():
-        for kind in KINDS:
-            handler_for(kind).model.objects.all().delete()
-        SyncState.objects.all().delete()
-        SkippedObject.objects.all().delete()
+    # A throwaway database (test_<name>, created fresh), never the configured one.
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
 
 
 def stored(kind: str) -> dict[str, str]:
