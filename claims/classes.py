@@ -217,11 +217,10 @@ def _compute(fingerprint: Fingerprint) -> ClassMembership:
 
 
 def _taint_rules_match() -> Q:
-    # The rule side of inventory.services' taint condition: DeviceTaintRules with an effect other
-    # than None; an empty selector field matches every device.
-    from inventory.services.states import _rule_taints
+    # The rule side of inventory.services' taint condition, shared rather than restated.
+    from inventory.services import rule_taints
 
-    return Q(Exists(_rule_taints()))
+    return Q(Exists(rule_taints()))
 
 
 def _held_and_tainted(membership: ClassMembership) -> tuple[set[int], set[int], set[int]]:

@@ -11,7 +11,6 @@ A package past ~600 lines; every public name is re-exported here, so callers imp
 """
 
 from inventory.services.counts import (
-    CLASS_APPROXIMATION,
     CLASS_COUNT_KEYS,
     COUNT_KEYS,
     class_driver,
@@ -36,12 +35,12 @@ from inventory.services.states import (
     annotate_device_state,
     blocked_device_ids,
     refine_device_states,
+    rule_taints,
     unhealthy_device_ids,
 )
 from inventory.services.usage import capacity_usage, capacity_usages, counter_usage
 
 __all__ = [
-    "CLASS_APPROXIMATION",
     "CLASS_COUNT_KEYS",
     "COUNT_KEYS",
     "HELD_STATES",
@@ -65,5 +64,6 @@ __all__ = [
     "pool_utilisation",
     "reachable_counts",
     "refine_device_states",
+    "rule_taints",
     "unhealthy_device_ids",
 ]

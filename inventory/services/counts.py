@@ -36,17 +36,11 @@ from inventory.services.states import (
     _no_execute,
     _not_ready,
     _rule_match,
-    _rule_taints,
+    rule_taints,
 )
 
 CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
 COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "blocked", "unhealthy", "free")
-
-CLASS_APPROXIMATION = (
-    "DeviceClass selectors are CEL expressions; a class whose only selector is "
-    '`device.driver == "<driver>"` is counted as every device of that driver, other classes '
-    "are not counted (driver is null)."
-)
 
 _DRIVER_SELECTOR = re.compile(r'^\s*device\.driver\s*==\s*"([^"\\]+)"\s*$')
 
@@ -66,7 +60,7 @@ def pool_utilisation(pools: QuerySet[Pool]) -> QuerySet[Pool]:
     `annotate_device_state`, spelled out so each count evaluates only the checks it needs.
     """
     allocated = Q(Exists(_allocations().filter(admin_access=False)))
-    tainted = Q(tainted=True) | Q(Exists(_rule_taints()))
+    tainted = Q(tainted=True) | Q(Exists(rule_taints()))
     admin = Q(Exists(_allocations().filter(admin_access=True)))
     return pools.annotate(
         devices_total=F("device_count"),

@@ -58,9 +58,12 @@ def _allocations() -> QuerySet[Any]:
     )
 
 
-def _rule_taints() -> QuerySet[DeviceTaintRule]:
-    # An empty selector field matches every device, as upstream's DeviceTaintSelector does.
-    # Taints with effect None are informational and do not keep new claims away.
+def rule_taints() -> QuerySet[DeviceTaintRule]:
+    """DeviceTaintRules that taint the outer query's device (driver/pool_name/name OuterRefs).
+
+    An empty selector field matches every device, as upstream's DeviceTaintSelector does.
+    Taints with effect None are informational and do not keep new claims away.
+    """
     return DeviceTaintRule.objects.exclude(taint__effect=TaintEffect.NONE).filter(
         Q(driver="") | Q(driver=OuterRef("driver")),
         Q(pool_name="") | Q(pool_name=OuterRef("pool_name")),
@@ -80,7 +83,7 @@ def annotate_device_state(devices: QuerySet[Device]) -> QuerySet[Device]:
     devices = devices.annotate(
         allocated=Exists(allocations.filter(admin_access=False)),
         admin_access=Exists(allocations.filter(admin_access=True)),
-        rule_tainted=Exists(_rule_taints()),
+        rule_tainted=Exists(rule_taints()),
     )
     return devices.annotate(
         shared=Case(
