@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "dashboard",
     "inventory",
     "claims",
+    "console",
+    "demo",
 ]
 
 MIDDLEWARE = [

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from inventory.demo import DemoChurn, DemoError, generate_demo_cluster
+from demo.catalog import DemoError
+from demo.churn import DemoChurn
+from demo.generator import generate_demo_cluster
 
 NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
 WITH_GENERATION = {

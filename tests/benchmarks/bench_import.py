@@ -33,7 +33,7 @@ def main() -> None:
     import yaml
 
     from claims.models import ResourceClaim
-    from inventory.demo import generate_demo_cluster
+    from demo.generator import generate_demo_cluster
     from inventory.models import Device, Node
     from inventory.snapshot import import_files
 

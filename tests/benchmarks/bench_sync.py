@@ -31,8 +31,9 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from demo.server import load_demo  # noqa: E402
 from inventory.kube.client import load_client  # noqa: E402
-from inventory.kube.fakeapi import ChurnLoop, FakeApiServer, load_demo  # noqa: E402
+from inventory.kube.fakeapi import ChurnLoop, FakeApiServer  # noqa: E402
 from inventory.kube.kinds import KINDS  # noqa: E402
 from inventory.kube.watch import KindWatcher, WatchOptions, run_kind  # noqa: E402
 from inventory.kube.watch import loop as watch_loop  # noqa: E402

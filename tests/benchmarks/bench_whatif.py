@@ -41,7 +41,7 @@ def main() -> None:
     database = setup_fresh_database()
 
     from claims.services import what_if
-    from inventory.demo import generate_demo_cluster
+    from demo.generator import generate_demo_cluster
     from inventory.sync import HANDLERS, upsert_events
 
     started = time.perf_counter()

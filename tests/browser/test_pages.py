@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from inventory.demo.catalog import GPU_DRIVER
+from demo.catalog import GPU_DRIVER
 from tests.browser.conftest import ROOT, LiveServer
 from tests.ui.demo import allocate, pending_claim
 

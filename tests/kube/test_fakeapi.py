@@ -15,8 +15,8 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from demo.__main__ import main as cli_main
 from inventory.kube.fakeapi import ChurnLoop, FakeApiServer, convert_for_served
-from inventory.kube.fakeapi.__main__ import main as cli_main
 
 GROUP = "resource.k8s.io"
 
@@ -579,7 +579,7 @@ def test_bearer_token_is_enforced_when_set(tmp_path: Path) -> None:
 
 
 class ScriptedChurn:
-    """Churn that replays fixed steps, standing in for inventory.demo.DemoChurn's interface."""
+    """Churn that replays fixed steps, standing in for demo.churn.DemoChurn's interface."""
 
     def __init__(self, steps: list[list[tuple[str, dict[str, Any]]]]) -> None:
         self.steps = steps

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from inventory.demo import generate_demo_cluster
+from demo.generator import generate_demo_cluster
 from inventory.sync import HANDLERS, upsert_events
 
 # Referenced kinds first, so that every page sees a consistent cluster after each batch.

@@ -162,7 +162,7 @@ def test_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) ->
 
 def test_node_list_filters_by_label(demo, viewer_client: Client) -> None:
     """`?label=key=value` keeps exactly the nodes carrying that label value."""
-    from inventory.demo.catalog import ZONE_LABEL
+    from demo.catalog import ZONE_LABEL
 
     zone = Node.objects.first().labels[ZONE_LABEL]
     response = viewer_client.get(reverse("node-list"), {"label": f"{ZONE_LABEL}={zone}"})

@@ -10,7 +10,7 @@ from django.urls import reverse
 from claims.models import ResourceClaimTemplate
 from claims.services import what_if
 from dashboard.views import WhatIfInputError, read_claim_input
-from inventory.demo.catalog import GPU_DRIVER
+from demo.catalog import GPU_DRIVER
 
 CLAIM = """
 apiVersion: resource.k8s.io/v1

@@ -11,7 +11,7 @@ from django.core.cache import cache
 
 from claims.whatif.service import forget_simulations
 from claims.whatif.state import forget_cluster_state
-from inventory.demo import generate_demo_cluster
+from demo.generator import generate_demo_cluster
 from inventory.sync import HANDLERS, upsert_events
 
 KIND_ORDER = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")

@@ -2,10 +2,10 @@
 
 It speaks the real JSON wire format (discovery, paginated lists, chunked watches with bookmarks,
 410 Expired after compaction) over HTTP on 127.0.0.1, so the official client talks to it exactly as
-to kube-apiserver. Run the demo with `python -m inventory.kube.fakeapi --help`.
+to kube-apiserver. The built-in demo cluster runs on it: `python -m demo --help`.
 """
 
-from inventory.kube.fakeapi.demo import ChurnLoop, convert_for_served, load_demo
+from inventory.kube.fakeapi.churn import Churn, ChurnLoop, apply_object, convert_for_served
 from inventory.kube.fakeapi.faults import FAULT_KINDS, Fault, FaultKind, Verb
 from inventory.kube.fakeapi.resources import (
     DRA_GROUP,
@@ -24,6 +24,7 @@ __all__ = [
     "DRA_VERSIONS",
     "FAULT_KINDS",
     "RESOURCES",
+    "Churn",
     "ChurnLoop",
     "Expired",
     "FakeApiServer",
@@ -33,7 +34,7 @@ __all__ = [
     "RequestRecord",
     "ResourceType",
     "Verb",
+    "apply_object",
     "convert_for_served",
-    "load_demo",
     "resource_type",
 ]

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from inventory.demo.catalog import (
+from demo.catalog import (
     FABRIC_DRIVER,
     GPU_DRIVER,
     GPU_PRODUCT_LABEL,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from inventory.demo.catalog import (
+from demo.catalog import (
     CLAIM_FINALIZER,
     DEVICE_CLASSES,
     ZONE_LABEL,
@@ -21,7 +21,7 @@ from inventory.demo.catalog import (
     parse_quantity,
     selectors_match,
 )
-from inventory.demo.topology import slice_counters, slice_devices
+from demo.topology import slice_counters, slice_devices
 
 ObjKey = tuple[str, str, str]
 DeviceKey = tuple[str, str, str]

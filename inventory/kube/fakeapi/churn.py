@@ -1,8 +1,7 @@
-"""The built-in demo cluster: load generated objects into a FakeApiServer and keep them churning.
+"""Churn for the fake API server: objects applied as a served version stores them, on a timer.
 
-`inventory.demo` (the generator and churn model) and `inventory.kube.normalize` (version
-conversion) are imported lazily, only when the demo runs, so the server itself and its tests
-depend on neither.
+Anything with a `step()` that returns (event type, object) pairs can drive a `ChurnLoop`: the demo
+cluster's churn model (`demo.churn.DemoChurn`) or a test's fixed script.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import Any, Protocol
 from inventory.kube.fakeapi.resources import DRA_GROUP, DRA_PLURALS_BY_VERSION, resource_type_of
 from inventory.kube.fakeapi.server import FakeApiServer
 from inventory.kube.fakeapi.store import Obj
+from inventory.kube.normalize import to_version
 
 Converter = Callable[[Obj], Obj | None]
 
@@ -44,27 +44,15 @@ def convert_for_served(obj: Obj, served: tuple[str, ...]) -> Obj | None:
     target = served[0]
     if rt.plural not in DRA_PLURALS_BY_VERSION[target]:
         return None
-    from inventory.kube.normalize import to_version
-
     converted: Obj = to_version(obj, f"{DRA_GROUP}/{target}")
     return converted
-
-
-def load_demo(server: FakeApiServer, *, nodes: int, seed: int) -> Churn:
-    """Apply a generated demo cluster to `server`; returns the churn model that evolves it."""
-    from inventory.demo import DemoChurn, generate_demo_cluster
-
-    objects: list[Obj] = generate_demo_cluster(nodes=nodes, seed=seed)
-    for obj in objects:
-        _apply(server, obj)
-    churn: Churn = DemoChurn(objects, seed=seed)
-    return churn
 
 
 _reported: set[str] = set()
 
 
-def _apply(server: FakeApiServer, obj: Obj) -> bool:
+def apply_object(server: FakeApiServer, obj: Obj) -> bool:
+    """Store `obj` as the server's served versions hold it; False when it has no place there."""
     try:
         stored = convert_for_served(obj, server.served_versions)
         if stored is None:
@@ -117,7 +105,7 @@ class ChurnLoop:
                     # Deleting what this server never stored (e.g. a kind it does not serve).
                     continue
             elif event_type in ("ADDED", "MODIFIED"):
-                applied += int(_apply(self.server, obj))
+                applied += int(apply_object(self.server, obj))
             else:
                 print(f"fakeapi: unknown churn event type {event_type!r}", file=sys.stderr)
         self.steps += 1

@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from inventory.demo.catalog import ZONE_LABEL, at, new_uid, quota_usage, random_suffix
-from inventory.demo.state import ClusterState, ObjKey, allocated_claim, node_is_ready
-from inventory.demo.workloads import (
+from demo.catalog import ZONE_LABEL, at, new_uid, quota_usage, random_suffix
+from demo.state import ClusterState, ObjKey, allocated_claim, node_is_ready
+from demo.workloads import (
     claim_object,
     deallocated_claim,
     pending_status,

@@ -9,7 +9,8 @@ from typing import IO, Any
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from inventory.demo import DemoError, generate_demo_cluster
+from demo.catalog import DemoError
+from demo.generator import generate_demo_cluster
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

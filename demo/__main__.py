@@ -1,4 +1,4 @@
-"""Run the demo cluster: `python -m inventory.kube.fakeapi --port 8001 --nodes 50 --seed 1`."""
+"""Run the demo cluster: `python -m demo --port 8001 --nodes 50 --seed 1`."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import sys
 import threading
 from types import FrameType
 
-from inventory.kube.fakeapi.demo import ChurnLoop, load_demo
+from demo.server import load_demo
+from inventory.kube.fakeapi.churn import ChurnLoop
 from inventory.kube.fakeapi.resources import DRA_VERSIONS
 from inventory.kube.fakeapi.server import FakeApiServer
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m inventory.kube.fakeapi",
+        prog="python -m demo",
         description="Serve a generated DRA demo cluster over the Kubernetes API on 127.0.0.1.",
     )
     parser.add_argument("--port", type=int, default=8001, help="port (0: any free port)")

@@ -12,7 +12,7 @@ import copy
 import random
 from typing import Any
 
-from inventory.demo.catalog import (
+from demo.catalog import (
     ADMIN_NAMESPACE,
     ADMIN_NAMESPACE_LABEL,
     DEVICE_CLASSES,

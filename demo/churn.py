@@ -15,7 +15,7 @@ import copy
 import random
 from typing import Any
 
-from inventory.demo.catalog import (
+from demo.catalog import (
     CLAIM_SPECS,
     GPU_DRIVER,
     NIC_DRIVER,
@@ -23,11 +23,11 @@ from inventory.demo.catalog import (
     ZONE_LABEL,
     new_uid,
 )
-from inventory.demo.generator import SPECS, WORKLOADS
-from inventory.demo.operations import Event, Operations
-from inventory.demo.state import KIND_ORDER, ClusterState, ObjKey
-from inventory.demo.topology import DRIVER_VERSIONS, NODE_KINDS, gpu_slices, nic_slice, node_object
-from inventory.demo.workloads import deallocated_claim
+from demo.generator import SPECS, WORKLOADS
+from demo.operations import Event, Operations
+from demo.state import KIND_ORDER, ClusterState, ObjKey
+from demo.topology import DRIVER_VERSIONS, NODE_KINDS, gpu_slices, nic_slice, node_object
+from demo.workloads import deallocated_claim
 
 STEP_SECONDS = 15.0
 NEW_APPS = ("inference", "trainer", "flex", "notebook", "etl", "finetune", "recent", "allreduce")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from inventory.demo.catalog import (
+from demo.catalog import (
     ADMIN_CLAIM_SPEC,
     ADMIN_NAMESPACE,
     ADMIN_TEMPLATE,
@@ -28,9 +28,9 @@ from inventory.demo.catalog import (
     new_uid,
     quota_usage,
 )
-from inventory.demo.operations import ClaimPlan, Operations
-from inventory.demo.state import ClusterState, ObjKey
-from inventory.demo.topology import (
+from demo.operations import ClaimPlan, Operations
+from demo.state import ClusterState, ObjKey
+from demo.topology import (
     KIND_PATTERN,
     NODE_KINDS,
     fabric_slices,
@@ -39,7 +39,7 @@ from inventory.demo.topology import (
     node_name,
     node_object,
 )
-from inventory.demo.workloads import (
+from demo.workloads import (
     device_class_object,
     namespace_object,
     quota_object,

@@ -1,0 +1,18 @@
+"""The built-in demo cluster served by a FakeApiServer: generated objects plus their churn model."""
+
+from __future__ import annotations
+
+from demo.churn import DemoChurn
+from demo.generator import generate_demo_cluster
+from inventory.kube.fakeapi.churn import Churn, apply_object
+from inventory.kube.fakeapi.server import FakeApiServer
+from inventory.kube.fakeapi.store import Obj
+
+
+def load_demo(server: FakeApiServer, *, nodes: int, seed: int) -> Churn:
+    """Apply a generated demo cluster to `server`; returns the churn model that evolves it."""
+    objects: list[Obj] = generate_demo_cluster(nodes=nodes, seed=seed)
+    for obj in objects:
+        apply_object(server, obj)
+    churn: Churn = DemoChurn(objects, seed=seed)
+    return churn
