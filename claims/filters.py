@@ -1,13 +1,21 @@
-"""FilterSets of the claims app: one per model, shared by the HTML list pages and the API."""
+"""FilterSets of the claims app: one per model, shared by the HTML list pages and the API.
+
+Devices are filtered here, not in the inventory, because their state depends on allocations.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import django_filters
-from django.db.models import Exists, OuterRef, QuerySet
+from django import forms
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.fields.json import KeyTransform
+from drf_spectacular.utils import extend_schema_field
 
 from claims.choices import ClaimState
+from claims.devices.states import annotate_device_state, blocked_device_ids, unhealthy_device_ids
 from claims.models import (
     AllocatedDevice,
     Pod,
@@ -16,7 +24,21 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from inventory.filters import BooleanFilter, dns_name, json_list_contains, with_json_text
+from dashboard.filters import (
+    BooleanFilter,
+    dns_name,
+    json_list_contains,
+    with_json_text,
+)
+from inventory.choices import DeviceState
+from inventory.models import Device, DeviceClass
+
+# A device attribute name: an optional DNS domain and a C identifier (resource.k8s.io/v1).
+_ATTRIBUTE = re.compile(
+    r"^(?:(?P<domain>[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?"
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_]{0,31})$"
+)
+_INT = re.compile(r"^[-+]?\d{1,18}$")
 
 
 class NamespacedFilterSet(django_filters.FilterSet):
@@ -114,3 +136,182 @@ class AllocatedDeviceFilterSet(django_filters.FilterSet):
 
 _rename_class(ResourceClaimFilterSet)
 _rename_class(ResourceClaimTemplateFilterSet)
+
+
+class MultipleTextInput(forms.TextInput):
+    """A text box whose parameter may repeat: `?attribute=a=1&attribute=b=2`."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        getlist = getattr(data, "getlist", None)
+        return getlist(name) if getlist else data.get(name)
+
+    def format_value(self, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return value[0] if value else None
+        return super().format_value(value)
+
+
+class AttributeField(forms.Field):
+    """Parses `[domain/]name=value` equality terms into (domain, name, value) triples."""
+
+    widget = MultipleTextInput
+
+    def to_python(self, value: Any) -> list[tuple[str, str, str]]:
+        if value in (None, "", []):
+            return []
+        terms = value if isinstance(value, (list, tuple)) else [value]
+        parsed: list[tuple[str, str, str]] = []
+        for term in terms:
+            key, sep, wanted = str(term).partition("=")
+            match = _ATTRIBUTE.match(key.strip())
+            if not sep or match is None:
+                raise forms.ValidationError(
+                    f"expected [domain/]name=value (e.g. gpu.example.com/model=h100), got {term!r}"
+                )
+            parsed.append((match.group("domain") or "", match.group("name"), wanted))
+        return parsed
+
+
+class AttributeMatch:
+    """Builds `attributes[key] == value` conditions over aliases, on SQLite and PostgreSQL.
+
+    The key is passed as an expression rather than a `attributes__<key>` keyword, so attribute
+    names that contain `__` or spell a lookup name ("contains", "regex") stay plain keys.
+    """
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, KeyTransform] = {}
+
+    def _alias(self, key: str, value_type: str) -> str:
+        alias = f"_attribute_{len(self.aliases)}"
+        self.aliases[alias] = KeyTransform(value_type, KeyTransform(key, "attributes"))
+        return alias
+
+    def equals(self, key: str, wanted: str) -> Q:
+        """attributes[key] equals `wanted` in any v1 value type the text can be."""
+        condition = Q(**{self._alias(key, "string"): wanted})
+        condition |= Q(**{self._alias(key, "version"): wanted})
+        if _INT.match(wanted):
+            condition |= Q(**{self._alias(key, "int"): int(wanted)})
+        if wanted.lower() in ("true", "false"):
+            condition |= Q(**{self._alias(key, "bool"): wanted.lower() == "true"})
+        return condition
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string"}})
+class AttributeFilter(django_filters.Filter):
+    """Device attribute equality; an unqualified name also matches in the device's driver domain.
+
+    `gpu.example.com/model=h100` matches the attribute stored as `gpu.example.com/model`, or as
+    `model` on devices of driver gpu.example.com; `model=h100` matches `model`, or
+    `<driver>/model` on each device's own driver. Several terms must all hold.
+    """
+
+    field_class = AttributeField
+
+    def filter(self, qs: QuerySet[Any], value: list[tuple[str, str, str]]) -> QuerySet[Any]:
+        if not value:
+            return qs
+        drivers: list[str] | None = None
+        match = AttributeMatch()
+        conditions: list[Q] = []
+        for domain, name, wanted in value:
+            if domain:
+                condition = match.equals(f"{domain}/{name}", wanted) | (
+                    Q(driver=domain) & match.equals(name, wanted)
+                )
+            else:
+                if drivers is None:
+                    # One query for the drivers present, whatever the number of terms.
+                    drivers = sorted(
+                        Device.objects.order_by().values_list("driver", flat=True).distinct()
+                    )
+                condition = match.equals(name, wanted)
+                for driver in drivers:
+                    condition |= Q(driver=driver) & match.equals(f"{driver}/{name}", wanted)
+            conditions.append(condition)
+        qs = qs.alias(**match.aliases)
+        for condition in conditions:
+            qs = qs.filter(condition)
+        return qs
+
+
+class DeviceFilterSet(django_filters.FilterSet):
+    """Devices by driver, pool, node, class (approximated by driver), state and attributes.
+
+    `state` needs the columns of `inventory.services.annotate_device_state` on the queryset.
+    free, allocated, shared, admin and tainted match that SQL `state` column; blocked and
+    unhealthy match the refined flags of `refine_device_states` (the list's `blocked` and
+    `unhealthy`), found in a fixed number of queries. A blocked device is also `state=free`, an
+    unhealthy one keeps its SQL state too, as in the counts.
+    """
+
+    name = django_filters.CharFilter()
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    driver = django_filters.CharFilter()
+    pool = django_filters.CharFilter(field_name="pool_name")
+    node = django_filters.CharFilter(field_name="node_name")
+    current = BooleanFilter()
+    tainted = BooleanFilter(field_name="is_tainted")
+    state = django_filters.MultipleChoiceFilter(choices=DeviceState.choices, method="filter_state")
+    attribute = AttributeFilter(label="Attribute equals ([domain/]name=value)")
+    device_class = django_filters.CharFilter(
+        method="filter_class", label="DeviceClass (by its driver selector)"
+    )
+    namespace = django_filters.CharFilter(
+        method="filter_namespace", label="Allocated to a claim in namespace"
+    )
+
+    class Meta:
+        model = Device
+        fields = ["name", "driver", "pool", "node", "current", "tainted", "state", "attribute"]
+
+    def filter_state(self, qs: QuerySet[Any], name: str, value: list[str]) -> QuerySet[Any]:
+        if not value:
+            return qs
+        wanted = set(value)
+        refined = {DeviceState.BLOCKED, DeviceState.UNHEALTHY}
+        condition = Q(state__in=sorted(wanted - refined))
+        if DeviceState.BLOCKED in wanted:
+            condition |= Q(pk__in=blocked_device_ids(qs))
+        if DeviceState.UNHEALTHY in wanted:
+            condition |= Q(pk__in=unhealthy_device_ids(qs))
+        return qs.filter(condition)
+
+    def filter_namespace(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        if not value:
+            return qs
+
+        held = AllocatedDevice.objects.filter(
+            claim__namespace=value,
+            driver=OuterRef("driver"),
+            pool=OuterRef("pool_name"),
+            device=OuterRef("name"),
+        )
+        return qs.filter(Exists(held))
+
+    @property
+    def qs(self) -> QuerySet[Any]:
+        if not hasattr(self, "_qs") and "state" not in self.queryset.query.annotations:
+            self.queryset = annotate_device_state(self.queryset)
+        return super().qs
+
+    def filter_class(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        if not value:
+            return qs
+        device_class = DeviceClass.objects.filter(name=value).only("name", "selectors").first()
+        if device_class is None:
+            raise forms.ValidationError({"class": f"DeviceClass {value!r} does not exist"})
+        driver = device_class.selected_driver
+        if driver is None:
+            raise forms.ValidationError(
+                {
+                    "class": f"DeviceClass {value!r} selects devices by CEL other than "
+                    '`device.driver == "..."`; filter by driver or attribute instead'
+                }
+            )
+        return qs.filter(driver=driver)
+
+
+# `class` is a Python keyword: expose the parameter under its Kubernetes word.
+DeviceFilterSet.base_filters["class"] = DeviceFilterSet.base_filters.pop("device_class")

@@ -1,7 +1,7 @@
 """What the claims pages show, computed from rows: quota lines, template use, what-if results.
 
 Views translate requests into calls of these functions and render the result (STYLE: views only
-translate). Re-exported by `claims.services`.
+translate).
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from typing import Any
 
 from django.db.models import Count
 
-from claims.allocator.quantity import QuantityError, parse_quantity
+from claims.allocator.quantity import exact_amount
+from claims.devices.pages import pool_context
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
+from inventory.models import Pool
 
 # Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
 DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -22,10 +24,7 @@ MAX_PLACEMENTS_SHOWN = 50
 
 def _amount(value: Any) -> Fraction | None:
     """The exact amount of a quota quantity ("2", "1k", "500m"), or None when it is not one."""
-    try:
-        return parse_quantity(str(value).strip()).exact
-    except (QuantityError, ValueError):
-        return None
+    return exact_amount(value if isinstance(value, str | int) else str(value))
 
 
 def quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
@@ -83,8 +82,6 @@ def template_claim_counts(
 
 def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
     """A `what_if` answer plus pool grids with the first placement's devices highlighted."""
-    from inventory.models import Pool
-    from inventory.services import pool_context
 
     placements = list(answer.get("placements") or [])
     chosen: dict[tuple[str, str], set[str]] = {}

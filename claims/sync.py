@@ -19,6 +19,7 @@ from claims.models import (
     ResourceQuota,
 )
 from claims.models import Pod as PodModel
+from claims.tasks import schedule_diagnoses
 from inventory.choices import Kind
 from inventory.models import KubeObject
 from inventory.sync import (
@@ -285,7 +286,6 @@ DIAGNOSIS_TOPICS = frozenset({"claims", "pods", "slices", "devices", "nodes", "c
 
 def trigger_diagnoses(result: BatchResult) -> None:
     if DIAGNOSIS_TOPICS.intersection(result.changed):
-        from claims.tasks import schedule_diagnoses
 
         schedule_diagnoses()
 

@@ -18,6 +18,11 @@ from celery import current_app, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.cache import cache
 
+from claims.whatif.diagnosis import diagnose_all
+from claims.whatif.inputs import WhatIfError
+from claims.whatif.service import what_if
+from dashboard.live import publish_changes
+
 log = logging.getLogger(__name__)
 
 JOB_CACHE_SECONDS = 3600
@@ -26,7 +31,7 @@ _JOB_PREFIX = "whatif:job:"
 _DEBOUNCE_KEY = "whatif:diagnoses:queued"
 _PROGRESS_INTERVAL = 0.5
 
-# Keys of a job request passed to claims.services.what_if.
+# Keys of a job request passed to claims.whatif.service.what_if.
 REQUEST_KEYS = ("yaml", "nodes", "nodeSelector", "count", "assume", "features", "namespace")
 
 
@@ -42,8 +47,6 @@ def get_job(job_id: str) -> dict[str, Any] | None:
 
 
 def _store(job: dict[str, Any]) -> None:
-    from dashboard.live import publish_changes
-
     cache.set(job_key(job["id"]), job, JOB_CACHE_SECONDS)
     publish_changes({"whatif": [job["id"]]})
 
@@ -72,7 +75,6 @@ JOB_SOFT_TIME_LIMIT = 300
 )
 def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
     """Answer one what-if job; progress and the outcome go to the job document."""
-    from claims.services import WhatIfError, what_if
 
     job = get_job(job_id)
     if job is None:
@@ -123,10 +125,9 @@ def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
 @shared_task(ignore_result=True)
 def refresh_diagnoses(force: bool = False) -> dict[str, int]:
     """Recompute the diagnoses of pending claims pods wait for (skipped if nothing changed)."""
-    from claims.services import refresh_diagnoses as refresh
 
     cache.delete(_DEBOUNCE_KEY)
-    return refresh(force=force)
+    return diagnose_all(force=force)
 
 
 def schedule_diagnoses() -> bool:

@@ -1,15 +1,26 @@
-"""Pages for claims, claim templates and quotas: views translate requests into queries only."""
+"""Pages for pools, devices, nodes, claims, claim templates and quotas.
+
+Views translate requests into queries, nothing more. Device states, counts, grids and
+reachability come from `claims.devices` (SQL annotations and grouped queries), so every list page
+is a fixed number of queries whatever the cluster size.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from typing import Any
 
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
+from claims.allocator.pools import NodeInfo, NodeSelector
 from claims.choices import ClaimState
+from claims.devices.counts import pool_utilisation
+from claims.devices.pages import matching_taint_rules, pool_context, pool_segments, reachable_counts
+from claims.devices.states import HELD_STATES, annotate_device_state, refine_device_states
+from claims.devices.usage import capacity_usage
 from claims.filters import (
     ResourceClaimFilterSet,
     ResourceClaimTemplateFilterSet,
@@ -18,11 +29,12 @@ from claims.filters import (
 from claims.models import (
     AllocatedDevice,
     Pod,
+    Reservation,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from claims.services import quota_rows, template_claim_counts
+from claims.pages import quota_rows, template_claim_counts
 from dashboard.views import (
     apply_filters,
     distinct_values,
@@ -31,7 +43,8 @@ from dashboard.views import (
     read_access,
     render_page,
 )
-from inventory.models import Device
+from inventory.filters import NodeFilterSet, PoolFilterSet
+from inventory.models import Device, Node, Pool, ResourceSlice
 
 
 @read_access
@@ -158,4 +171,135 @@ def quota_list(request: HttpRequest) -> HttpResponse:
         live=["quotas"],
         rows=lambda quotas: [(quota, quota_rows(quota)) for quota in quotas],
         context={"namespaces": distinct_values(ResourceQuota, "namespace")},
+    )
+
+
+@read_access
+def pool_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=PoolFilterSet,
+        queryset=pool_utilisation(Pool.objects.all()),
+        template="claims/pool_list.html",
+        fragment="claims/_pool_table.html",
+        live=["pools"],
+        rows=lambda pools: [(pool, pool_segments(pool)) for pool in pools],
+        context={"drivers": distinct_values(Pool, "driver")},
+    )
+
+
+@read_access
+def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    pool = get_object_or_404(Pool, pk=pk)
+    context = pool_context(pool)
+    context["slices"] = list(
+        ResourceSlice.objects.filter(pool=pool)
+        .annotate(n_devices=Count("devices"))
+        .only("pk", "name", "generation", "current", "node_name", "all_nodes", "node_selector")
+        .order_by("-generation", "name")
+    )
+    return render_page(
+        request,
+        template="claims/pool_detail.html",
+        context=context,
+        fragments={"body": "claims/_pool_body.html"},
+        live=[f"pool:{pool.pk}"],
+    )
+
+
+@read_access
+def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    device = get_object_or_404(
+        annotate_device_state(Device.objects.select_related("pool", "slice")), pk=pk
+    )
+    refine_device_states([device])
+    holders = list(
+        AllocatedDevice.objects.filter(
+            driver=device.driver, pool=device.pool_name, device=device.name
+        ).select_related("claim")
+    )
+    claim_ids = {h.claim_id for h in holders}
+    reservations: dict[int, list[Reservation]] = defaultdict(list)
+    for reservation in Reservation.objects.filter(claim_id__in=claim_ids):
+        reservations[reservation.claim_id].append(reservation)
+    context = {
+        "device": device,
+        "holders": [(h, reservations.get(h.claim_id, [])) for h in holders],
+        "capacity": capacity_usage(device),
+        "rules": matching_taint_rules(device),
+        "attributes": sorted((device.attributes or {}).items()),
+        "spec_json": json.dumps(device.spec, indent=2, sort_keys=True),
+    }
+    return render_page(
+        request,
+        template="claims/device_detail.html",
+        context=context,
+        fragments={"body": "claims/_device_body.html"},
+        live=[f"pool:{device.pool_id}"],
+    )
+
+
+@read_access
+def node_list(request: HttpRequest) -> HttpResponse:
+    nodes, params, errors = apply_filters(
+        request, NodeFilterSet, Node.objects.only("pk", "name", "ready", "unschedulable", "labels")
+    )
+    params["label"] = request.GET.get("label", "").strip()
+    if params["label"]:
+        key, _, value = params["label"].partition("=")
+        nodes = (
+            nodes.filter(labels__has_key=key)
+            if not value
+            else nodes.filter(**{f"labels__{key}": value})
+        )
+    page = paginate(request, nodes)
+    counts = reachable_counts(list(page.object_list))
+    claims_on = dict(
+        ResourceClaim.objects.filter(node_name__in=[n.name for n in page.object_list])
+        .values_list("node_name")
+        .annotate(n=Count("pk"))
+        .values_list("node_name", "n")
+    )
+    rows = [(node, counts[node.name], claims_on.get(node.name, 0)) for node in page.object_list]
+    return render_page(
+        request,
+        template="claims/node_list.html",
+        context={"page_obj": page, "rows": rows, "params": params, "errors": errors},
+        fragments={"table": "claims/_node_table.html"},
+        live=["nodes", "devices", "claims"],
+    )
+
+
+@read_access
+def node_detail(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    counts = reachable_counts([node])[node.name]
+    local_pools = pool_utilisation(Pool.objects.filter(node_name=name))
+    info = NodeInfo(name=node.name, labels=dict(node.labels or {}))
+    shared_pools = []
+    for pool in pool_utilisation(Pool.objects.filter(node_name="")):
+        selectors = {
+            json.dumps(s, sort_keys=True)
+            for s in pool.slices.filter(current=True).values_list("node_selector", flat=True)
+        }
+        reach = pool.slices.filter(current=True, all_nodes=True).exists() or any(
+            NodeSelector(json.loads(s)).matches(info) for s in selectors if s != "null"
+        )
+        if reach:
+            shared_pools.append(pool)
+    context = {
+        "node": node,
+        "counts": counts,
+        "local_pools": list(local_pools),
+        "shared_pools": shared_pools,
+        "claims": list(ResourceClaim.objects.filter(node_name=name)[:200]),
+        "pods": list(Pod.objects.filter(node_name=name)[:200]),
+        "held_states": HELD_STATES,
+    }
+    return render_page(
+        request,
+        template="claims/node_detail.html",
+        context=context,
+        fragments={"body": "claims/_node_body.html"},
+        live=[f"node:{name}"],
     )

@@ -14,5 +14,5 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "ensure-watchers": {"task": "inventory.tasks.ensure_watchers", "schedule": 30.0},
     "refresh-diagnoses": {"task": "claims.tasks.refresh_diagnoses", "schedule": 60.0},
-    "sample-utilisation": {"task": "dashboard.tasks.sample_utilisation", "schedule": 60.0},
+    "sample-utilisation": {"task": "console.tasks.sample_utilisation", "schedule": 60.0},
 }

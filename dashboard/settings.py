@@ -64,9 +64,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
-ROOT_URLCONF = "dashboard.urls"
-WSGI_APPLICATION = "dashboard.wsgi.application"
-ASGI_APPLICATION = "dashboard.asgi.application"
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+ASGI_APPLICATION = "console.asgi.application"
 
 TEMPLATES = [
     {

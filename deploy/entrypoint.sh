@@ -14,7 +14,7 @@ command="${1:-web}"
 case "$command" in
   web)
     exec daphne --bind 0.0.0.0 --port "${DASHBOARD_PORT:-8000}" --proxy-headers \
-      dashboard.asgi:application "$@"
+      console.asgi:application "$@"
     ;;
   worker)
     # Threads: each kind's watcher holds a slot for minutes while it waits on the API server, so

@@ -6,10 +6,15 @@ beside the columns we index and query, so no field the cluster sent is lost.
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from inventory.choices import Kind
+
+# `device.driver == "x"`: the one selector shape that names a driver without running CEL.
+_DRIVER_SELECTOR = re.compile(r'^\s*device\.driver\s*==\s*"([^"\\]+)"\s*$')
 
 
 class KubeObject(models.Model):
@@ -57,6 +62,16 @@ class DeviceClass(KubeObject):
     class Meta:
         ordering = ["name"]
         verbose_name_plural = "device classes"
+
+    @property
+    def selected_driver(self) -> str | None:
+        """The driver this class selects when its only selector is `device.driver == "x"`."""
+        selectors = self.selectors or []
+        if len(selectors) != 1 or not isinstance(selectors[0], dict):
+            return None
+        expression = (selectors[0].get("cel") or {}).get("expression")
+        match = _DRIVER_SELECTOR.match(expression) if isinstance(expression, str) else None
+        return match.group(1) if match else None
 
 
 class ResourceClass(KubeObject):

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 import yaml
 from django.db import transaction
 
+from inventory.kube.normalize import NormalizeError, normalize
 from inventory.sync import HANDLERS, BatchResult, gc_paused, replace_all, upsert_events
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
@@ -106,7 +107,6 @@ def _items(document: Any, where: str) -> Iterator[tuple[str, Any]]:
 
 def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> list[ParsedObject]:
     """Parse and normalize every object; raise SnapshotError listing the first problems."""
-    from inventory.kube.normalize import NormalizeError, normalize
 
     parsed: list[ParsedObject] = []
     errors: list[str] = []

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 from typing import Final
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "DECIMAL_SI",
     "Quantity",
     "QuantityError",
+    "exact_amount",
     "is_quantity",
     "parse_quantity",
 ]
@@ -472,3 +473,18 @@ def is_quantity(text: object) -> bool:
     except QuantityError:
         return False
     return True
+
+
+@lru_cache(maxsize=4096)
+def exact_amount(text: object) -> Fraction | None:
+    """The exact value of a quantity spelling, or None when it is not one (lenient readers).
+
+    Pages and metrics read amounts the sync already stored and must not fail on one malformed
+    value; clusters repeat a handful of spellings thousands of times, so each is parsed once.
+    """
+    if isinstance(text, bool) or not isinstance(text, str | int):
+        return None
+    try:
+        return Quantity.parse(str(text).strip()).exact
+    except (QuantityError, ValueError):
+        return None

@@ -1,4 +1,8 @@
-"""Routes of the claims API, mounted at /api/claims/ (kebab-case plural paths)."""
+"""Routes of the claims API, mounted at /api/claims/ (kebab-case plural paths).
+
+`INVENTORY_ROUTES` and `inventory_urlpatterns` are the pools, devices and utilisation endpoints,
+which the root URLconf mounts under /api/inventory/ beside the inventory's own routes.
+"""
 
 from django.urls import URLPattern, URLResolver, path
 from rest_framework.routers import DefaultRouter
@@ -15,6 +19,16 @@ router.register("pods", views.PodViewSet)
 router.register("resource-quotas", views.ResourceQuotaViewSet)
 router.register("pod-scheduling-contexts", views.PodSchedulingContextViewSet)
 router.register("allocated-devices", views.AllocatedDeviceViewSet)
+
+INVENTORY_ROUTES = (
+    ("pools", views.PoolViewSet),
+    ("devices", views.DeviceViewSet),
+)
+
+inventory_urlpatterns: list[URLPattern | URLResolver] = [
+    path("utilisation/pools/", views.PoolUtilisationView.as_view(), name="utilisation-pools"),
+    path("utilisation/classes/", views.ClassUtilisationView.as_view(), name="utilisation-classes"),
+]
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("what-if/", whatif.WhatIfView.as_view(), name="what-if"),

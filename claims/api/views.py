@@ -1,5 +1,7 @@
 """Read-only API of the claims app: each viewset is a few attributes on `ReadOnlyViewSet`.
 
+Pools and devices are served here, not by the inventory, because their counts and states depend
+on allocations; the root URLconf mounts them under /api/inventory/ beside the inventory's kinds.
 The what-if endpoint lives in `claims/api/whatif.py`; this module only reads.
 """
 
@@ -8,9 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics
+from rest_framework import serializers as drf_serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from claims import filters
 from claims.api import serializers
+from claims.devices.classes import class_utilisation
+from claims.devices.counts import pool_utilisation
+from claims.devices.states import annotate_device_state
+from claims.devices.usage import counter_usage
 from claims.models import (
     AllocatedDevice,
     Pod,
@@ -19,7 +33,9 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from dashboard.api import ReadOnlyViewSet
+from dashboard.api import ReadOnlyViewSet, StrictOrderingFilter
+from inventory.filters import PoolFilterSet
+from inventory.models import Device, Pool
 
 NAMESPACED_ORDERING = ("pk", "namespace", "name", "resource_version", "synced_at")
 
@@ -96,3 +112,86 @@ class AllocatedDeviceViewSet(ReadOnlyViewSet):
     raw_field = None
     list_defer = ()
     ordering_fields = ("pk", "driver", "pool", "device", "request")
+
+
+class PoolViewSet(ReadOnlyViewSet):
+    """Pools with device counts of their current generation."""
+
+    queryset = Pool.objects.all()
+    serializer_class = serializers.PoolSerializer
+    filterset_class = PoolFilterSet
+    raw_field = None
+    list_defer = ()
+    ordering = ("pk",)
+    ordering_fields = (
+        "pk",
+        "driver",
+        "name",
+        "generation",
+        "complete",
+        "node_name",
+        "device_count",
+    )
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return pool_utilisation(super().get_queryset())
+
+    @extend_schema(responses=serializers.PoolUtilisationSerializer)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def utilisation(self, request: Request, pk: str | None = None) -> Response:
+        """Device counts of the pool, and its shared counters: capacity, consumed, available."""
+        pool = self.get_object()
+        pool.counters = counter_usage(pool)
+        return Response(serializers.PoolUtilisationSerializer(pool).data)
+
+
+class DeviceViewSet(ReadOnlyViewSet):
+    """Devices with their allocation state; `?format=yaml` renders the published device entry."""
+
+    queryset = annotate_device_state(Device.objects.all())
+    serializer_class = serializers.DeviceSerializer
+    detail_serializer_class = serializers.DeviceDetailSerializer
+    filterset_class = filters.DeviceFilterSet
+    raw_field = "spec"
+    list_defer = ("spec", "binding_conditions", "binding_failure_conditions", "node_selector")
+    ordering = ("pk",)
+    ordering_fields = ("pk", "name", "driver", "pool_name", "node_name", "state")
+
+
+class PoolUtilisationView(generics.ListAPIView):
+    """Device counts per pool (current generation only), filterable like the pool list."""
+
+    queryset = Pool.objects.all()
+    serializer_class = serializers.PoolSerializer
+    filter_backends = [DjangoFilterBackend, StrictOrderingFilter]
+    filterset_class = PoolFilterSet
+    ordering = ("pk",)
+    ordering_fields = PoolViewSet.ordering_fields
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return pool_utilisation(super().get_queryset())
+
+
+class _ExactClassEntrySerializer(serializers.ClassUtilisationEntrySerializer):
+    # The published keys plus what exact (CEL) membership adds; belongs in api/serializers.py.
+    method = drf_serializers.CharField(help_text='How members were found: "cel".')
+    cel_errors = drf_serializers.IntegerField(
+        help_text="Devices on which a selector raised a CEL runtime error (counted as no match)."
+    )
+    error = drf_serializers.CharField(
+        allow_null=True, help_text="The compile error, or the first runtime error."
+    )
+
+
+class _ExactClassUtilisationSerializer(serializers.ClassUtilisationSerializer):
+    classes = _ExactClassEntrySerializer(many=True)
+
+
+class ClassUtilisationView(APIView):
+    """Device counts per DeviceClass: members are the devices all its CEL selectors match."""
+
+    @extend_schema(responses=_ExactClassUtilisationSerializer)
+    def get(self, request: Request) -> Response:
+        # claims builds on inventory: its class membership is imported when asked for.
+
+        return Response(_ExactClassUtilisationSerializer(class_utilisation()).data)

@@ -19,8 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from claims.services import WhatIfError, what_if
 from claims.tasks import REQUEST_KEYS, create_job, get_job
+from claims.whatif.inputs import WhatIfError
+from claims.whatif.service import what_if
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 
@@ -131,7 +132,7 @@ class WhatIfView(APIView):
     @extend_schema(
         request=WhatIfRequestSerializer,
         responses={
-            200: OpenApiResponse(description="The answer (see claims.services.what_if)."),
+            200: OpenApiResponse(description="The answer (see claims.whatif.service.what_if)."),
             400: WhatIfErrorSerializer,
         },
         examples=[_EXAMPLE],

@@ -17,11 +17,13 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from claims.models import Pod, ResourceClaim
 from claims.snapshot import cluster_fingerprint
 from claims.whatif.engine import Simulation, evaluate
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.options import Options
 from claims.whatif.state import build_view, cluster_state
+from dashboard.live import publish_changes
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,6 @@ _LAST_RUN_KEY = "whatif:diagnoses:last"
 
 def waiting_claims() -> dict[tuple[str, str], list[JSON]]:
     """(namespace, claim name) -> the unbound pods (name, tolerations) that wait for it."""
-    from claims.models import Pod
 
     waiting: dict[tuple[str, str], list[JSON]] = {}
     rows = Pod.objects.filter(node_name="").exclude(phase__in=["Succeeded", "Failed"])
@@ -74,7 +75,6 @@ def _spec_key(obj: JSON, tolerations: Any) -> str:
 
 def diagnose_all(*, force: bool = False) -> dict[str, int]:
     """Recompute every waiting claim's diagnosis; returns counts (written, cleared, claims)."""
-    from claims.models import ResourceClaim
 
     fingerprint = cluster_fingerprint()
     waiting = waiting_claims()
@@ -135,9 +135,6 @@ def _same(old: Any, new: JSON) -> bool:
 
 
 def _write(pending: Iterable[tuple[Any, ...]], diagnoses: dict[int, JSON]) -> tuple[int, int]:
-    from claims.models import ResourceClaim
-    from dashboard.live import publish_changes
-
     now = timezone.now()
     changed: list[str] = []
     written = 0

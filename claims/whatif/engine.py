@@ -69,7 +69,7 @@ def evaluate(
     progress: Progress | None = None,
     with_stranded: bool = True,
 ) -> JSON:
-    """The what-if answer for already parsed claims (see `claims.services.what_if`)."""
+    """The what-if answer for already parsed claims (see `claims.whatif.service.what_if`)."""
     sim.reset()
     sim.check_classes(claims)
     nodes = select_nodes(sim.view.nodes, options)

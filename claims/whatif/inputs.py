@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from claims.allocator.cel import MAX_EXPRESSION_LENGTH, CELError, CELOptions, compile_selector
+from inventory.kube.normalize import NormalizeError, normalize
 
 JSON = dict[str, Any]
 
@@ -131,7 +132,6 @@ def load_documents(source: Any) -> list[Any]:
 
 def _normalize(document: Mapping[str, Any], *, where: str, namespace: str) -> JSON:
     """Normalize with defaults a user leaves out (uid, namespace), naming the field on error."""
-    from inventory.kube.normalize import NormalizeError, normalize
 
     obj = copy.deepcopy(dict(document))
     meta = obj.get("metadata")

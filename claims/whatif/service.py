@@ -19,12 +19,14 @@ from typing import Any
 
 from django.core.cache import cache
 
+from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
 from claims.snapshot import cluster_fingerprint
 from claims.whatif.engine import Progress, Simulation, evaluate
 from claims.whatif.inputs import JSON, ParsedInput, parse_input
 from claims.whatif.options import Options, parse_options
 from claims.whatif.quota import admission
 from claims.whatif.state import ClusterView, build_view, cluster_state
+from dashboard.timings import observe_whatif_seconds
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,6 @@ _CACHE_PREFIX = "whatif:result:"
 
 def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
     """A stored ResourceClaimTemplate or ResourceClaim (normalized), or None."""
-    from claims.models import ResourceClaim, ResourceClaimTemplate
 
     model = ResourceClaimTemplate if kind == "ResourceClaimTemplate" else ResourceClaim
     obj = model.objects.filter(namespace=namespace, name=name).values_list("obj", flat=True).first()
@@ -46,7 +47,6 @@ def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
 
 def namespace_quotas(namespace: str) -> list[tuple[str, JSON, JSON]]:
     """(name, hard, used) of each ResourceQuota in the namespace."""
-    from claims.models import ResourceQuota
 
     return [
         (name, hard or {}, used or {})
@@ -54,19 +54,6 @@ def namespace_quotas(namespace: str) -> list[tuple[str, JSON, JSON]]:
         .order_by("name")
         .values_list("name", "hard", "used")
     ]
-
-
-def _observe(seconds: float) -> None:
-    try:
-        from dashboard import metrics
-    except ImportError:
-        return
-    observe = getattr(metrics, "observe_whatif_seconds", None)
-    if observe is not None:
-        try:
-            observe(seconds)
-        except Exception:  # metrics must never fail a what-if
-            log.exception("observe_whatif_seconds failed")
 
 
 @contextmanager
@@ -193,7 +180,7 @@ def what_if(
             answer = dict(hit)
             answer["cached"] = True
             answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
-            _observe(time.perf_counter() - started)
+            observe_whatif_seconds(time.perf_counter() - started)
             return answer
     with simulation_for(fingerprint, options) as sim:
         answer = answer_for(
@@ -204,7 +191,7 @@ def what_if(
         cache.set(key, answer, RESULT_CACHE_SECONDS)
     answer = dict(answer)
     answer["cached"] = False
-    _observe(time.perf_counter() - started)
+    observe_whatif_seconds(time.perf_counter() - started)
     return answer
 
 

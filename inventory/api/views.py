@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.db.models import QuerySet
-from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics
-from rest_framework import serializers as drf_serializers
-from rest_framework.decorators import action
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
-
-from dashboard.api import ReadOnlyViewSet, StrictOrderingFilter
+from dashboard.api import ReadOnlyViewSet
 from inventory import filters
 from inventory.api import serializers
 from inventory.models import (
     CounterSet,
-    Device,
     DeviceClass,
     DeviceTaintRule,
     Node,
-    Pool,
     ResourceClass,
     ResourceSlice,
     SkippedObject,
     SyncState,
-)
-from inventory.services import (
-    annotate_device_state,
-    counter_usage,
-    pool_utilisation,
 )
 
 KUBE_ORDERING = ("pk", "name", "resource_version", "synced_at")
@@ -65,37 +46,6 @@ class ResourceClassViewSet(ReadOnlyViewSet):
     ordering_fields = (*KUBE_ORDERING, "driver_name")
 
 
-class PoolViewSet(ReadOnlyViewSet):
-    """Pools with device counts of their current generation."""
-
-    queryset = Pool.objects.all()
-    serializer_class = serializers.PoolSerializer
-    filterset_class = filters.PoolFilterSet
-    raw_field = None
-    list_defer = ()
-    ordering = ("pk",)
-    ordering_fields = (
-        "pk",
-        "driver",
-        "name",
-        "generation",
-        "complete",
-        "node_name",
-        "device_count",
-    )
-
-    def get_queryset(self) -> QuerySet[Any]:
-        return pool_utilisation(super().get_queryset())
-
-    @extend_schema(responses=serializers.PoolUtilisationSerializer)
-    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
-    def utilisation(self, request: Request, pk: str | None = None) -> Response:
-        """Device counts of the pool, and its shared counters: capacity, consumed, available."""
-        pool = self.get_object()
-        pool.counters = counter_usage(pool)
-        return Response(serializers.PoolUtilisationSerializer(pool).data)
-
-
 class ResourceSliceViewSet(ReadOnlyViewSet):
     queryset = ResourceSlice.objects.all()
     serializer_class = serializers.ResourceSliceSerializer
@@ -103,19 +53,6 @@ class ResourceSliceViewSet(ReadOnlyViewSet):
     filterset_class = filters.ResourceSliceFilterSet
     ordering = ("name",)
     ordering_fields = (*KUBE_ORDERING, "driver", "pool_name", "generation", "node_name")
-
-
-class DeviceViewSet(ReadOnlyViewSet):
-    """Devices with their allocation state; `?format=yaml` renders the published device entry."""
-
-    queryset = annotate_device_state(Device.objects.all())
-    serializer_class = serializers.DeviceSerializer
-    detail_serializer_class = serializers.DeviceDetailSerializer
-    filterset_class = filters.DeviceFilterSet
-    raw_field = "spec"
-    list_defer = ("spec", "binding_conditions", "binding_failure_conditions", "node_selector")
-    ordering = ("pk",)
-    ordering_fields = ("pk", "name", "driver", "pool_name", "node_name", "state")
 
 
 class CounterSetViewSet(ReadOnlyViewSet):
@@ -158,43 +95,3 @@ class SkippedObjectViewSet(ReadOnlyViewSet):
     list_defer = ()
     ordering = ("-seen_at",)
     ordering_fields = ("pk", "kind", "name", "seen_at")
-
-
-class PoolUtilisationView(generics.ListAPIView):
-    """Device counts per pool (current generation only), filterable like the pool list."""
-
-    queryset = Pool.objects.all()
-    serializer_class = serializers.PoolSerializer
-    filter_backends = [DjangoFilterBackend, StrictOrderingFilter]
-    filterset_class = filters.PoolFilterSet
-    ordering = ("pk",)
-    ordering_fields = PoolViewSet.ordering_fields
-
-    def get_queryset(self) -> QuerySet[Any]:
-        return pool_utilisation(super().get_queryset())
-
-
-class _ExactClassEntrySerializer(serializers.ClassUtilisationEntrySerializer):
-    # The published keys plus what exact (CEL) membership adds; belongs in api/serializers.py.
-    method = drf_serializers.CharField(help_text='How members were found: "cel".')
-    cel_errors = drf_serializers.IntegerField(
-        help_text="Devices on which a selector raised a CEL runtime error (counted as no match)."
-    )
-    error = drf_serializers.CharField(
-        allow_null=True, help_text="The compile error, or the first runtime error."
-    )
-
-
-class _ExactClassUtilisationSerializer(serializers.ClassUtilisationSerializer):
-    classes = _ExactClassEntrySerializer(many=True)
-
-
-class ClassUtilisationView(APIView):
-    """Device counts per DeviceClass: members are the devices all its CEL selectors match."""
-
-    @extend_schema(responses=_ExactClassUtilisationSerializer)
-    def get(self, request: Request) -> Response:
-        # claims builds on inventory: its class membership is imported when asked for.
-        from claims.classes import class_utilisation
-
-        return Response(_ExactClassUtilisationSerializer(class_utilisation()).data)

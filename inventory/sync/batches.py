@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
+from dashboard.live import publish_changes
 from inventory.sync.bulk import BatchWriter
 from inventory.sync.core import (
     AFTER_COMMIT,
@@ -98,6 +99,4 @@ def _finish(result: BatchResult, *, publish: bool) -> None:
 
 
 def _publish(result: BatchResult) -> None:
-    from dashboard.live import publish_changes
-
     publish_changes({topic: sorted(ids) for topic, ids in result.changed.items() if ids})

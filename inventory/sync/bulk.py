@@ -19,6 +19,7 @@ from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.logging import object_context
+from inventory.kube.normalize import normalize
 from inventory.models import SkippedObject
 from inventory.sync.core import (
     JSON,
@@ -80,8 +81,6 @@ def _metadata(raw: Any) -> Mapping[str, Any]:
 
 
 def _normalize(raw: Mapping[str, Any]) -> JSON:
-    from inventory.kube.normalize import normalize
-
     return normalize(raw)
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from claims.classes import class_membership, class_utilisation, forget_membership
+from claims.devices.classes import class_membership, class_utilisation, forget_membership
 from tests import factories as f
 from tests.ui.demo import load_demo
 

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
+from claims.devices.classes import class_utilisation
+from claims.devices.counts import driver_utilisation, pool_device_counts, pool_utilisation
+from claims.devices.states import annotate_device_state, refine_device_states
+from claims.devices.usage import capacity_usage, capacity_usages, counter_usage
 from inventory.models import Device, Pool
-from inventory.services import (
-    annotate_device_state,
-    capacity_usage,
-    capacity_usages,
-    class_utilisation,
-    counter_usage,
-    driver_utilisation,
-    pool_device_counts,
-    pool_utilisation,
-    refine_device_states,
-)
 from tests import factories as f
 from tests.api.conftest import not_ready_claim, results
 

@@ -26,7 +26,7 @@ def main(nodes: int) -> None:
     from django.test.utils import CaptureQueriesContext
 
     from claims.models import ResourceClaim
-    from dashboard.tasks import take_sample
+    from console.tasks import take_sample
     from inventory.models import Device, Node, Pool
     from tests.ui.demo import load_demo
 
@@ -42,7 +42,7 @@ def main(nodes: int) -> None:
         f"{Device.objects.count()} devices, {ResourceClaim.objects.count()} claims"
     )
     # DeviceClass counts: membership by CEL (cold: computed) and from the cache (warm).
-    from claims.classes import class_utilisation, forget_membership
+    from claims.devices.classes import class_utilisation, forget_membership
 
     forget_membership()
     for label in ("cold", "warm", "warm"):

@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     database = setup_fresh_database()
 
-    from claims.services import what_if
+    from claims.whatif.service import what_if
     from demo.generator import generate_demo_cluster
     from inventory.sync import HANDLERS, upsert_events
 

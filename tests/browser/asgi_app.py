@@ -12,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from dashboard.asgi import application as dashboard_application
+from console.asgi import application as dashboard_application
 
 CONTROL_PATH = "/__test__/sync"
 

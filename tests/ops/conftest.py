@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dashboard import metrics
+from dashboard import timings
 from inventory.sync import upsert_events
 from tests.ops.expected import JSON, load_objects
 
@@ -69,6 +69,6 @@ def redis_server() -> Iterator[str]:
 def clean_whatif_histogram(settings) -> Iterator[None]:
     """Every test starts and ends with an empty in-process what-if histogram."""
     settings.REDIS_URL = ""
-    metrics.reset_whatif_histogram()
+    timings.reset_whatif_histogram()
     yield
-    metrics._local.reset()
+    timings._local.reset()

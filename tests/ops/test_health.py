@@ -12,7 +12,7 @@ from django.db.utils import ConnectionHandler
 from django.test import Client
 from django.utils import timezone
 
-from dashboard import health
+from console import health
 from inventory.models import SyncState
 from tests.ops.conftest import free_port
 

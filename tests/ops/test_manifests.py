@@ -193,7 +193,7 @@ def test_entrypoint_starts_each_process() -> None:
     script = DEPLOY / "entrypoint.sh"
     subprocess.run(["sh", "-n", str(script)], check=True)
     text = script.read_text()
-    assert "exec daphne --bind 0.0.0.0" in text and "dashboard.asgi:application" in text
+    assert "exec daphne --bind 0.0.0.0" in text and "console.asgi:application" in text
     assert "exec celery -A dashboard worker" in text
     assert "exec celery -A dashboard beat" in text
     assert "django_celery_beat.schedulers:DatabaseScheduler" in text

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from dashboard import metrics
-from dashboard.metrics import as_samples, observe_whatif_seconds, render_metrics
+from console.metrics import as_samples, render_metrics
+from dashboard import timings
+from dashboard.timings import observe_whatif_seconds
 from inventory.models import SkippedObject, SyncState
 from tests.ops import expected
 from tests.ops.conftest import free_port
@@ -185,7 +186,7 @@ def test_whatif_histogram_ignores_bad_values(db, caplog) -> None:
         observe_whatif_seconds(value)  # type: ignore[arg-type]
     _, count, _ = histogram(scrape())
     assert count == 0.0
-    assert len([r for r in caplog.records if r.name == "dashboard.metrics"]) == 3
+    assert len([r for r in caplog.records if r.name == "dashboard.timings"]) == 3
 
 
 def test_whatif_histogram_is_shared_across_processes_through_redis(
@@ -193,7 +194,7 @@ def test_whatif_histogram_is_shared_across_processes_through_redis(
 ) -> None:
     """With REDIS_URL, an observation made by another process shows in this process's scrape."""
     settings.REDIS_URL = redis_server
-    metrics.reset_whatif_histogram()
+    timings.reset_whatif_histogram()
     observe_whatif_seconds(0.01)
     env = {
         **os.environ,
@@ -203,14 +204,14 @@ def test_whatif_histogram_is_shared_across_processes_through_redis(
     }
     code = (
         "import django; django.setup(); "
-        "from dashboard.metrics import observe_whatif_seconds; observe_whatif_seconds(1.5)"
+        "from dashboard.timings import observe_whatif_seconds; observe_whatif_seconds(1.5)"
     )
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=Path(__file__).parents[2])
     buckets, count, total = histogram(scrape())
     assert count == 2.0
     assert total == pytest.approx(1.51)
     assert buckets == cumulative([0.01, 1.5], list(buckets))
-    assert metrics._local.snapshot()[0] == [0] * len(metrics.WHATIF_BUCKETS)
+    assert timings._local.snapshot()[0] == [0] * len(timings.WHATIF_BUCKETS)
 
 
 def test_whatif_histogram_keeps_observations_when_redis_is_down(db, settings) -> None:
@@ -352,7 +353,7 @@ def test_bad_quantity_is_left_out_not_fatal(demo_cluster, caplog) -> None:
     want = expected.counters(demo_cluster)
     memory = want[("gpu.example.com", "node-a", "memory")][0] - expected.quantity("40Gi")
     assert samples[("memory", "gpu.example.com", "node-a")] == float(memory)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "dashboard.metrics"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "console.metrics"]
     assert warnings == [
         "metrics counters: 1 bad quantities left out "
         "(gpu.example.com/node-a/gpu-1-counters: 'lots')"

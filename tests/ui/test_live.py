@@ -12,10 +12,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from dashboard.asgi import application
-from dashboard.consumers import TopicError, parse_topics
+from claims.devices.states import annotate_device_state
+from console.asgi import application
+from console.consumers import TopicError, parse_topics
 from inventory.models import Device, Pool
-from inventory.services import annotate_device_state
 from inventory.sync import upsert_events
 from tests.ui.demo import allocate, load_demo, pending_claim
 

@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from claims.choices import ClaimState
+from claims.devices.states import annotate_device_state, refine_device_states
 from claims.models import AllocatedDevice, ResourceClaim, ResourceQuota
 from inventory.models import Device, Node, Pool
-from inventory.services import annotate_device_state, refine_device_states
 from tests.ui.demo import load_demo
 
 LIST_PAGES = ["overview", "pool-list", "node-list", "claim-list", "template-list", "quota-list"]
@@ -180,7 +180,7 @@ def test_public_readers_get_no_live_socket(demo, client: Client, viewer_client: 
 
 def test_overview_class_counts_match_the_service(demo, viewer_client: Client) -> None:
     """The overview's per-class counts equal inventory.services.class_utilisation()."""
-    from inventory.services import class_utilisation
+    from claims.devices.classes import class_utilisation
 
     shown = viewer_client.get(reverse("overview")).context["classes"]["classes"]
     expected = class_utilisation()["classes"]
@@ -233,7 +233,7 @@ def test_quota_lines_compare_quantities_exactly(
     used: str, hard: str, percent: float, full: bool
 ) -> None:
     """Suffixed quantities (1k, 500m) are compared by value, not read as 0."""
-    from claims.services import quota_rows
+    from claims.pages import quota_rows
 
     [line] = quota_rows(_quota(used, hard))
     assert (line["device_class"], line["used"], line["hard"]) == ("gpu", used, hard)
@@ -244,7 +244,7 @@ def test_quota_lines_compare_quantities_exactly(
 
 def test_quota_lines_show_unparseable_values_as_such(db, viewer_client: Client) -> None:
     """A used or hard value that is not a quantity is named on the page, with no bar."""
-    from claims.services import quota_rows
+    from claims.pages import quota_rows
 
     [line] = quota_rows(_quota("lots", "4"))
     assert line["unparseable"] == "used 'lots' is not a quantity"

@@ -9,9 +9,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from claims.devices.counts import driver_utilisation
+from console.tasks import sample_utilisation, take_sample
 from dashboard.models import UtilisationSample
-from dashboard.tasks import sample_utilisation, take_sample
-from inventory.services import driver_utilisation
 
 
 def test_a_sample_records_each_driver_as_the_services_count_it(demo) -> None:

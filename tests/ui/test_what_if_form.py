@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from claims.models import ResourceClaimTemplate
-from claims.services import what_if
-from dashboard.views import WhatIfInputError, read_claim_input
+from claims.whatif.service import what_if
+from console.views import WhatIfInputError, read_claim_input
 from demo.catalog import GPU_DRIVER
 
 CLAIM = """

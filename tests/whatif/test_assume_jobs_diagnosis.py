@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from claims.models import ResourceClaim
-from claims.services import refresh_diagnoses
+from claims.whatif.diagnosis import diagnose_all
 from tests.whatif.helpers import URL, answer_keys, claim_object, claim_yaml, device_keys, direct
 
 
@@ -120,7 +120,7 @@ def test_failed_job_names_the_field(demo, api) -> None:
 @pytest.mark.django_db
 def test_diagnoses_of_waiting_claims(demo, api) -> None:
     """Pending claims that unbound pods wait for get a diagnosis that the claim API shows."""
-    outcome = refresh_diagnoses(force=True)
+    outcome = diagnose_all(force=True)
     diagnosed = ResourceClaim.objects.filter(diagnosis__isnull=False)
     assert outcome["claims"] == diagnosed.count() > 0
     assert all(c.state == "pending" for c in diagnosed)
@@ -132,4 +132,4 @@ def test_diagnoses_of_waiting_claims(demo, api) -> None:
         assert claim.diagnosis["best"] and claim.diagnosis["reasons"]
     detail = api.get(f"/api/claims/resource-claims/{claim.pk}/").json()
     assert detail["diagnosis"] == claim.diagnosis
-    assert refresh_diagnoses()["skipped"] == 1
+    assert diagnose_all()["skipped"] == 1

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from claims.services import WhatIfError, what_if
+from claims.whatif.inputs import WhatIfError
+from claims.whatif.service import what_if
 from tests.whatif.conftest import load_objects
 
 SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "upstream"

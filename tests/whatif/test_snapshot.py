@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from claims.models import ResourceClaim
-from claims.services import what_if
 from claims.snapshot import cluster_fingerprint, forget_cached_rows, read_cluster_state
+from claims.whatif.service import what_if
 from inventory.models import ResourceSlice
 from inventory.sync import apply_events, upsert_events
 from tests.whatif.helpers import answer_keys, claim_object, claim_yaml, device_keys, direct

@@ -1,0 +1,9 @@
+"""Devices joined with their holders: what the allocation side of the dashboard knows about devices.
+
+- `states`: the SQL state columns (`annotate_device_state`) and the blocked / unhealthy
+  refinements (`refine_device_states`, `blocked_device_ids`, `unhealthy_device_ids`);
+- `counts`: device counts per pool and driver;
+- `classes`: which devices each DeviceClass selects (CEL), and counts per class;
+- `usage`: shared counters and consumable capacity against what holders take;
+- `pages`: pool grids, bar segments, reachable devices per node, matching taint rules.
+"""

@@ -1,0 +1,291 @@
+"""Devices per DeviceClass, decided by the class's CEL selectors as the scheduler decides them.
+
+A device belongs to a class when every `spec.selectors[].cel.expression` of the class matches it,
+evaluated in order and stopping at the first that does not (upstream's order, so a later selector
+that would fail on another driver's device is never reached). A runtime error on a device means
+"does not match" here, and is counted per class (`cel_errors`); a selector that does not compile
+leaves the class uncounted with the error. Only current devices of structured (non-classic)
+slices are considered.
+
+Membership changes only when ResourceSlices or DeviceClasses change, while evaluating CEL over
+tens of thousands of devices takes a noticeable fraction of a second: it is kept in process
+memory under a fingerprint of those two tables (row count, newest `synced_at`, highest pk) and
+recomputed only when the fingerprint moves. What holds or taints the members is read from the
+database on every call, with a few flat queries.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.db.models import BooleanField, Exists, Q, Value
+
+from claims.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
+from claims.devices.states import rule_taints
+from claims.models import AllocatedDevice
+from inventory.models import Device, DeviceClass, ResourceSlice
+
+__all__ = [
+    "CLASS_METHOD",
+    "ClassMembership",
+    "class_membership",
+    "class_utilisation",
+    "forget_membership",
+]
+
+CLASS_METHOD = (
+    "Exact: a device belongs to a DeviceClass when all of the class's CEL selectors match it, "
+    "as the scheduler decides. A CEL runtime error on a device counts as no match and is shown "
+    "as a CEL error."
+)
+
+DeviceKey = tuple[str, str, str]
+Fingerprint = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ClassMembership:
+    """Which current devices each DeviceClass selects, and what was learnt evaluating it.
+
+    `members`: class name -> device pks; `cel_errors`: class name -> devices whose evaluation
+    raised; `errors`: class name -> the first error message (compile error when the class has no
+    `members` entry); `keys`: driver/pool/device -> pk of every considered device; `multiple`:
+    pks of devices that allow multiple allocations.
+    """
+
+    fingerprint: Fingerprint
+    members: Mapping[str, frozenset[int]]
+    cel_errors: Mapping[str, int]
+    errors: Mapping[str, str]
+    keys: Mapping[DeviceKey, int]
+    multiple: frozenset[int]
+    evaluations: int = 0
+    drivers: Mapping[str, str | None] = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+_cached: ClassMembership | None = None
+
+
+def _fingerprint() -> Fingerprint:
+    """Cheap summary of ResourceSlice and DeviceClass: any write or delete moves it."""
+    parts = []
+    for model in (ResourceSlice, DeviceClass):
+        table = connection.ops.quote_name(model._meta.db_table)
+        parts.append(f"SELECT COUNT(*), MAX(synced_at), MAX(id) FROM {table}")
+    # One round trip for both tables: the overview page counts its queries.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT * FROM ({}) AS slices, ({}) AS classes".format(*parts)  # noqa: S608
+        )
+        row = cursor.fetchone()
+    return tuple(row or ())
+
+
+def forget_membership() -> None:
+    """Drop the cached membership (tests; the fingerprint normally makes this unnecessary)."""
+    global _cached
+    with _lock:
+        _cached = None
+
+
+def class_membership() -> ClassMembership:
+    """The membership of every DeviceClass, recomputed only when slices or classes changed."""
+    global _cached
+    fingerprint = _fingerprint()
+    cached = _cached
+    if cached is not None and cached.fingerprint == fingerprint:
+        return cached
+    # One computation at a time: concurrent requests after a change wait for it, not repeat it.
+    with _lock:
+        if _cached is not None and _cached.fingerprint == fingerprint:
+            return _cached
+        _cached = _compute(fingerprint)
+        return _cached
+
+
+def _class_selectors(device_class: DeviceClass) -> list[CompiledSelector] | str:
+    """The compiled selectors of a class, or an error naming the class and the field."""
+    where = f"DeviceClass {device_class.name}"
+    selectors = device_class.selectors
+    if selectors is None:
+        return []
+    if not isinstance(selectors, list):
+        return f"{where}: spec.selectors must be a list"
+    compiled: list[CompiledSelector] = []
+    for index, item in enumerate(selectors):
+        cel = item.get("cel") if isinstance(item, dict) else None
+        expression = cel.get("expression") if isinstance(cel, dict) else None
+        if not isinstance(expression, str):
+            return f"{where}: spec.selectors[{index}].cel.expression is required"
+        try:
+            compiled.append(compile_selector(expression))
+        except CELError as exc:
+            return f"{where}: spec.selectors[{index}].cel.expression: {exc}"
+    return compiled
+
+
+_DRIVER_SELECTOR = re.compile(r'^\s*device\.driver\s*==\s*"([A-Za-z0-9.\-]+)"\s*$')
+
+
+def _evaluate(selector: CompiledSelector, device: DeviceInput) -> bool | str:
+    """Whether the selector matches, or the runtime error message."""
+    # The commonest selector compares the driver with a plain literal: answered without CEL,
+    # with the same result (device.driver is always a string).
+    literal = _DRIVER_SELECTOR.match(selector.expression)
+    if literal is not None:
+        return device.driver == literal.group(1)
+    try:
+        return selector.matches(device)
+    except CELError as exc:
+        return str(exc)
+
+
+def _compute(fingerprint: Fingerprint) -> ClassMembership:
+    classes = list(DeviceClass.objects.only("pk", "name", "selectors").order_by("name"))
+    compiled = {device_class.name: _class_selectors(device_class) for device_class in classes}
+    rows = (
+        Device.objects.filter(current=True, slice__classic=False)
+        .order_by()
+        .values_list(
+            "pk",
+            "driver",
+            "pool_name",
+            "name",
+            "attributes",
+            "capacity",
+            "allow_multiple_allocations",
+        )
+    )
+    members: dict[str, set[int]] = {
+        name: set() for name, selectors in compiled.items() if not isinstance(selectors, str)
+    }
+    cel_errors = dict.fromkeys(members, 0)
+    errors = {name: selectors for name, selectors in compiled.items() if isinstance(selectors, str)}
+    keys: dict[DeviceKey, int] = {}
+    multiple: set[int] = set()
+    evaluations = 0
+    for pk, driver, pool_name, name, attributes, capacity, allow_multiple in rows:
+        keys[(driver, pool_name, name)] = pk
+        if allow_multiple:
+            multiple.add(pk)
+        device = DeviceInput(
+            driver=driver,
+            attributes=attributes if isinstance(attributes, dict) else {},
+            capacity=capacity if isinstance(capacity, dict) else {},
+            allow_multiple_allocations=bool(allow_multiple),
+        )
+        # Classes share selectors (the driver check above all): evaluate each once per device.
+        seen: dict[str, bool | str] = {}
+        for class_name, selectors in compiled.items():
+            if isinstance(selectors, str):
+                continue
+            outcome: bool | str = True
+            for selector in selectors:
+                matched = seen.get(selector.expression)
+                if matched is None:
+                    evaluations += 1
+                    matched = _evaluate(selector, device)
+                    seen[selector.expression] = matched
+                if isinstance(matched, str):
+                    outcome = f"{class_name}: {driver}/{pool_name}/{name}: {matched}"
+                    break
+                if not matched:
+                    outcome = False
+                    break
+            if outcome is True:
+                members[class_name].add(pk)
+            elif outcome is not False:
+                cel_errors[class_name] += 1
+                errors.setdefault(class_name, outcome)
+    return ClassMembership(
+        fingerprint=fingerprint,
+        members={name: frozenset(pks) for name, pks in members.items()},
+        cel_errors=cel_errors,
+        errors=errors,
+        keys=keys,
+        multiple=frozenset(multiple),
+        evaluations=evaluations,
+        drivers={device_class.name: device_class.selected_driver for device_class in classes},
+    )
+
+
+def _taint_rules_match() -> Q:
+    # The rule side of inventory.services' taint condition, shared rather than restated.
+
+    return Q(Exists(rule_taints()))
+
+
+def _held_and_tainted(membership: ClassMembership) -> tuple[set[int], set[int], set[int]]:
+    """Device pks held (non admin-access), held by admin-access allocations only, and tainted."""
+    held: set[int] = set()
+    admin: set[int] = set()
+    tainted: set[int] = set()
+    allocations = AllocatedDevice.objects.order_by().values_list(
+        "driver", "pool", "device", "admin_access"
+    )
+    # Tainted devices are few; False marks them (admin_access is a boolean on the other side).
+    marked = (
+        Device.objects.filter(current=True, slice__classic=False)
+        .filter(Q(tainted=True) | _taint_rules_match())
+        .order_by()
+        .values_list("driver", "pool_name", "name", Value(None, output_field=BooleanField()))
+    )
+    keys = membership.keys
+    # One round trip: the overview page counts its queries.
+    for driver, pool, device, admin_access in allocations.union(marked):
+        pk = keys.get((driver, pool, device))
+        if pk is None:
+            continue
+        if admin_access is None:
+            tainted.add(pk)
+        else:
+            (admin if admin_access else held).add(pk)
+    admin -= held
+    return held, admin, tainted
+
+
+def class_utilisation() -> dict[str, Any]:
+    """Per DeviceClass: exact device counts and CEL errors (the `/utilisation/classes/` report).
+
+    Each entry: name; driver (set when the class's only selector is `device.driver == "x"`, for
+    old readers); approximate (always false now); method ("cel"); devices (total, allocated,
+    shared, admin, tainted, free with the meanings of `inventory.services.pool_device_counts`;
+    null when a selector does not compile); cel_errors (devices whose evaluation raised); error
+    (the compile error, or the first runtime error, else null).
+    """
+    membership = class_membership()
+    held, admin, tainted = _held_and_tainted(membership)
+    shared = held & membership.multiple
+    entries = []
+    for name in sorted(membership.drivers):
+        found = membership.members.get(name)
+        devices: dict[str, int] | None = None
+        if found is not None:
+            allocated = len(found & held)
+            tainted_free = len((found & tainted) - held)
+            devices = {
+                "total": len(found),
+                "allocated": allocated,
+                "shared": len(found & shared),
+                "admin": len((found & admin) - tainted),
+                "tainted": tainted_free,
+                "free": len(found) - allocated - tainted_free,
+            }
+        entries.append(
+            {
+                "name": name,
+                "driver": membership.drivers[name],
+                "approximate": False,
+                "method": "cel",
+                "devices": devices,
+                "cel_errors": membership.cel_errors.get(name, 0),
+                "error": membership.errors.get(name),
+            }
+        )
+    return {"method": CLASS_METHOD, "classes": entries}

@@ -1,0 +1,219 @@
+"""Device counts per pool, driver and DeviceClass, as grouped queries (see `states` for what
+each state means)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from functools import reduce
+from operator import or_
+
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce
+
+from claims.devices.states import (
+    _allocations,
+    _available_counters,
+    _effective_rules,
+    _exceeds,
+    _no_execute,
+    _not_ready,
+    _rule_match,
+    rule_taints,
+)
+from claims.models import AllocatedDevice
+from inventory.models import Device, DeviceTaintRule, Pool
+
+CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
+COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "blocked", "unhealthy", "free")
+
+
+
+def _pool_count(condition: Q) -> Coalesce:
+    devices = Device.objects.filter(condition, pool=OuterRef("pk"), current=True)
+    counted = devices.order_by().values("pool").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted[:1], output_field=IntegerField()), 0)
+
+
+def pool_utilisation(pools: QuerySet[Pool]) -> QuerySet[Pool]:
+    """Annotate pools with device counts of their current generation.
+
+    Columns: devices_total, devices_allocated (exclusive or shared), devices_shared,
+    devices_admin, devices_tainted (tainted and not held) and devices_free (neither held nor
+    tainted; admin-access use does not take a device). The conditions are those of
+    `annotate_device_state`, spelled out so each count evaluates only the checks it needs.
+    """
+    allocated = Q(Exists(_allocations().filter(admin_access=False)))
+    tainted = Q(tainted=True) | Q(Exists(rule_taints()))
+    admin = Q(Exists(_allocations().filter(admin_access=True)))
+    return pools.annotate(
+        devices_total=F("device_count"),
+        devices_allocated=_pool_count(allocated),
+        devices_shared=_pool_count(allocated & Q(allow_multiple_allocations=True)),
+        devices_admin=_pool_count(~allocated & ~tainted & admin),
+        devices_tainted=_pool_count(~allocated & tainted),
+    ).annotate(devices_free=F("devices_total") - F("devices_allocated") - F("devices_tainted"))
+
+
+def pool_device_counts(
+    pools: QuerySet[Pool] | None = None, *, refine: bool = True
+) -> dict[tuple[str, str], dict[str, int]]:
+    """Device counts of the current generation per (driver, pool): the one place that says
+    what is allocated, tainted, blocked and unhealthy in aggregate (overview, metrics, samples).
+
+    Keys: total; allocated (held by a non admin-access allocation) of which shared (the device
+    allows multiple allocations); tainted (not held, NoSchedule/NoExecute); free = total -
+    allocated - tainted; admin (free, held by admin-access allocations only) and blocked (free,
+    not admin, its counters exhausted) are parts of free; unhealthy overlaps the others.
+    Grouped queries counted from the allocation side, so the number of queries and the per-row
+    work stay flat as devices grow. `refine=False` leaves blocked and unhealthy at 0 (and saves
+    their five queries) for callers that do not report them.
+    """
+
+    devices = Device.objects.filter(current=True)
+    if pools is not None:
+        devices = devices.filter(pool__in=pools)
+    # The few rules become a static condition: a rule subquery per device costs far more.
+    rules = _effective_rules()
+    tainted = reduce(or_, (_rule_match(rule) for rule in rules), Q(tainted=True))
+    counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
+        lambda: dict.fromkeys(COUNT_KEYS, 0)
+    )
+    # `tainted` first: SQLite evaluates the allocation check only for the few tainted devices.
+    not_held = ~Q(Exists(_allocations().filter(admin_access=False)))
+    totals = (
+        devices.order_by()
+        .values("driver", "pool_name")
+        .annotate(n=Count("pk"), tainted=Count("pk", filter=tainted & not_held))
+    )
+    for row in totals:
+        entry = counts[(row["driver"], row["pool_name"])]
+        entry["total"], entry["tainted"] = row["n"], row["tainted"]
+    named = devices.filter(
+        driver=OuterRef("driver"), pool_name=OuterRef("pool"), name=OuterRef("device")
+    )
+    same_device = AllocatedDevice.objects.filter(
+        driver=OuterRef("driver"), pool=OuterRef("pool"), device=OuterRef("device")
+    )
+    # Counted from the allocation side: thousands of allocations, not tens of thousands of
+    # devices each asking whether it is allocated.
+    held = (
+        AllocatedDevice.objects.filter(Exists(named))
+        .order_by()
+        .values("driver", "pool")
+        .annotate(
+            allocated=Count("device", distinct=True, filter=Q(admin_access=False)),
+            shared=Count(
+                "device",
+                distinct=True,
+                filter=Q(admin_access=False)
+                & Q(Exists(named.filter(allow_multiple_allocations=True))),
+            ),
+            admin=Count(
+                "device",
+                distinct=True,
+                filter=Q(admin_access=True)
+                & ~Q(Exists(same_device.filter(admin_access=False)))
+                & Q(Exists(named.exclude(tainted))),
+            ),
+        )
+    )
+    for row in held:
+        entry = counts[(row["driver"], row["pool"])]
+        entry["allocated"], entry["shared"] = row["allocated"], row["shared"]
+        entry["admin"] = row["admin"]
+    for entry in counts.values():
+        entry["free"] = entry["total"] - entry["allocated"] - entry["tainted"]
+    if not refine:
+        return dict(counts)
+    _count_blocked(counts, devices=devices, tainted=tainted)
+    for driver, pool_name, _ in _unhealthy_keys(devices, rules=rules):
+        counts[(driver, pool_name)]["unhealthy"] += 1
+    return dict(counts)
+
+
+def _count_blocked(
+    counts: dict[tuple[str, str], dict[str, int]], *, devices: QuerySet[Device], tainted: Q
+) -> None:
+    consumers = (
+        devices.exclude(consumes_counters=[])
+        .exclude(tainted)
+        .annotate(spelling=Cast("consumes_counters", TextField()))
+    )
+    # Devices with any allocation are few: fetch them one by one and take them out of the
+    # grouped counts, instead of testing every device for allocations in the grouped query.
+    allocated = list(
+        consumers.filter(Exists(_allocations())).values_list(
+            "pool_id", "spelling", Exists(_allocations().filter(admin_access=False))
+        )
+    )
+    available = _available_counters((pool, text) for pool, text, held in allocated if held)
+    if not available:
+        return
+    taken: dict[tuple[int, str], int] = defaultdict(int)
+    for pool_id, spelling, _ in allocated:
+        taken[(pool_id, spelling)] += 1
+    # Partitions repeat a few consumesCounters spellings per pool: group by the spelling so the
+    # quantity check runs once per spelling and pool, not once per device.
+    groups = (
+        consumers.filter(pool_id__in=list(available))
+        .order_by()
+        .values("pool_id", "driver", "pool_name", "spelling")
+        .annotate(n=Count("pk"))
+    )
+    for row in groups:
+        free = row["n"] - taken.get((row["pool_id"], row["spelling"]), 0)
+        if free and _exceeds(available[row["pool_id"]], row["spelling"]):
+            counts[(row["driver"], row["pool_name"])]["blocked"] += free
+
+
+def _unhealthy_keys(
+    devices: QuerySet[Device], *, rules: list[DeviceTaintRule]
+) -> set[tuple[str, str, str]]:
+    """driver/pool/device of unhealthy devices: NoExecute taints, or a claim's device status
+    with condition Ready=False."""
+
+    evicting = [_rule_match(rule) for rule in rules if _no_execute([rule.taint])]
+    ruled = reduce(or_, evicting) if evicting else Q(pk__isnull=True)
+    flagged = Case(When(ruled, then=Value(True)), default=Value(False), output_field=BooleanField())
+    tainted = devices.filter(Q(tainted=True) | ruled).values_list(
+        "driver", "pool_name", "name", "taints", flagged
+    )
+    keys = {(d, p, n) for d, p, n, taints, rule in tainted if rule or _no_execute(taints)}
+    named = devices.filter(
+        driver=OuterRef("driver"), pool_name=OuterRef("pool"), name=OuterRef("device")
+    )
+    reported = (
+        AllocatedDevice.objects.exclude(conditions=[])
+        .filter(Exists(named))
+        .values_list("driver", "pool", "device", "conditions")
+    )
+    keys.update((d, p, n) for d, p, n, conditions in reported if _not_ready(conditions))
+    return keys
+
+
+def driver_utilisation(drivers: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+    """Current device counts per driver, the sums of `pool_device_counts` (same keys)."""
+    wanted = None if drivers is None else set(drivers)
+    result: dict[str, dict[str, int]] = {}
+    for (driver, _), counts in sorted(pool_device_counts().items()):
+        if wanted is not None and driver not in wanted:
+            continue
+        totals = result.setdefault(driver, dict.fromkeys(COUNT_KEYS, 0))
+        for key, value in counts.items():
+            totals[key] += value
+    return result

@@ -1,0 +1,100 @@
+"""The live websocket: one connection per signed-in page, following the topics the page names.
+
+A page connects to `/ws/live/?topics=overview,pool:12` and gets `{"topic", "kind", "ids"}`
+messages, one per followed topic an event concerns; it then re-fetches its fragments through
+the normal views. Scoped topics (`pool:<id>`, `node:<name>`, `namespace:<ns>`) listen to the
+generic groups of `dashboard.live` and forward only the events that touch their scope; which
+events do is decided by `console.live.concerns` (the consumer only translates).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders
+from dashboard.live import TOPICS, ChangedEvent, group_name
+
+log = logging.getLogger(__name__)
+
+MAX_TOPICS = 20
+# What the overview shows: it follows every topic that moves one of its numbers.
+OVERVIEW_GROUPS = ("nodes", "classes", "pools", "slices", "devices", "claims", "quotas", "sync")
+
+
+class TopicError(ValueError):
+    """A topic the page asked for that the live layer does not know."""
+
+
+def parse_topic(topic: str) -> Subscription:
+    """Parse `overview`, a generic topic, or `pool:<id>`, `node:<name>`, `namespace:<ns>`."""
+    topic = topic.strip()
+    if topic == "overview":
+        return Subscription(topic, "overview", groups=OVERVIEW_GROUPS)
+    if topic in TOPICS:
+        return Subscription(topic, "generic", groups=(topic,))
+    kind, _, arg = topic.partition(":")
+    if kind not in SCOPED_GROUPS or not arg:
+        raise TopicError(f"unknown live topic {topic!r}")
+    if kind == "pool" and not arg.isdigit():
+        raise TopicError(f"live topic {topic!r}: a pool is named by its numeric id")
+    return Subscription(topic, kind, arg, groups=SCOPED_GROUPS[kind])
+
+
+def parse_topics(query_string: bytes) -> list[Subscription]:
+    values = parse_qs(query_string.decode("latin-1")).get("topics", [])
+    names = [name for value in values for name in value.split(",") if name.strip()]
+    if not names:
+        raise TopicError("no live topic requested (use ?topics=overview,pool:1)")
+    if len(names) > MAX_TOPICS:
+        raise TopicError(f"too many live topics ({len(names)} > {MAX_TOPICS})")
+    return [parse_topic(name) for name in dict.fromkeys(names)]
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Forwards `live.changed` events of the followed topics to one signed-in browser."""
+
+    subscriptions: list[Subscription]
+    joined: set[str]
+
+    async def connect(self) -> None:
+        self.subscriptions = []
+        self.joined = set()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        try:
+            self.subscriptions = parse_topics(self.scope.get("query_string", b""))
+        except TopicError as exc:
+            log.info("live socket refused: %s", exc)
+            await self.close(code=4400)
+            return
+        await database_sync_to_async(prime_holders)(self.subscriptions)
+        for sub in self.subscriptions:
+            for group in sub.groups:
+                if group not in self.joined:
+                    self.joined.add(group)
+                    await self.channel_layer.group_add(group_name(group), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "joined", set()):
+            await self.channel_layer.group_discard(group_name(group), self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        # The socket is one-way; topics are fixed when it opens.
+        return None
+
+    async def live_changed(self, event: ChangedEvent) -> None:
+        for sub in self.subscriptions:
+            if event["topic"] not in sub.groups:
+                continue
+            if await database_sync_to_async(concerns)(sub, event):
+                await self.send_json(
+                    {"topic": sub.topic, "kind": event["topic"], "ids": event["ids"]}
+                )

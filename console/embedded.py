@@ -1,0 +1,69 @@
+"""The embedded mode: sync and periodic jobs inside the web process.
+
+Without Redis the channel layer lives in one process, so live updates reach browsers only when
+the watchers run in the process that serves the websockets. `bin/run` turns this on with
+DASHBOARD_EMBEDDED_SYNC=1; with Redis and Celery, workers and beat do the same work instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from claims.whatif.diagnosis import diagnose_all
+from console.tasks import sample_utilisation
+from inventory.kube.kinds import KINDS
+from inventory.kube.watch import start_watchers
+
+log = logging.getLogger(__name__)
+
+_started = threading.Lock()
+_stop = threading.Event()
+_running = False
+
+
+def _periodic(name: str, interval: float, job: Callable[[], object]) -> None:
+    while not _stop.wait(interval):
+        try:
+            job()
+        except Exception:  # one failed run must not end the schedule
+            log.exception("embedded job %s failed", name)
+        finally:
+            close_old_connections()
+
+
+def _refresh_diagnoses() -> object:
+    return diagnose_all()
+
+
+def _sample_utilisation() -> object:
+    return sample_utilisation()
+
+
+def start() -> bool:
+    """Start watchers and periodic jobs once per process; returns whether this call started them."""
+    global _running
+    with _started:
+        if _running:
+            return False
+
+        start_watchers(list(KINDS), stop=_stop)
+        jobs: list[tuple[str, float, Callable[[], object]]] = [
+            ("refresh-diagnoses", settings.EMBEDDED_JOB_SECONDS, _refresh_diagnoses),
+            ("sample-utilisation", settings.EMBEDDED_JOB_SECONDS, _sample_utilisation),
+        ]
+        for name, interval, job in jobs:
+            threading.Thread(
+                target=_periodic, args=(name, interval, job), name=name, daemon=True
+            ).start()
+        _running = True
+        log.info("embedded sync started for %s", ", ".join(KINDS))
+        return True
+
+
+def stop() -> None:
+    _stop.set()

@@ -1,0 +1,135 @@
+"""Liveness and readiness endpoints for load balancers, Docker and Kubernetes probes.
+
+`/healthz` answers as long as the process serves requests and touches nothing else, so a database
+outage never gets the web processes restarted. `/readyz` checks what serving needs: the database,
+Redis when one is configured, and fresh watchers (every served kind's SyncState heartbeat within
+settings.READY_MAX_WATCH_AGE seconds). Both are public, cheap (one `SELECT 1`, one PING, one small
+query) and answer JSON listing each check; any failing check makes `/readyz` answer 503.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+from inventory.models import SyncState
+
+# Probes must answer well before a probe's own timeout (Kubernetes defaults to one second).
+REDIS_TIMEOUT_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one readiness check, as listed in the JSON body."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def database_connection() -> BaseDatabaseWrapper:
+    """The connection the database check uses (tests point it at an unreachable server)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def check_database() -> Check:
+    connection = database_connection()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # any driver error means not ready, never a 500
+        return Check("database", False, f"{connection.vendor}: {_first_line(exc)}")
+    return Check("database", True, f"{connection.vendor}: reachable")
+
+
+def check_redis(url: str) -> Check:
+    if not url:
+        return Check("redis", True, "not configured (in-memory channel layer, inline tasks)")
+    import redis
+
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=REDIS_TIMEOUT_SECONDS, socket_timeout=REDIS_TIMEOUT_SECONDS
+    )
+    try:
+        client.ping()
+    except Exception as exc:  # connection refused, timeout, auth: all mean not ready
+        return Check("redis", False, _first_line(exc))
+    finally:
+        client.close()
+    return Check("redis", True, "reachable")
+
+
+def cluster_configured() -> bool:
+    return bool(settings.KUBECONFIG or settings.KUBE_IN_CLUSTER)
+
+
+def check_watchers(*, max_age: int, now: datetime | None = None) -> Check:
+    """Every served kind's watcher heartbeat is at most `max_age` seconds old (0: not enforced)."""
+
+    if not cluster_configured():
+        return Check("watchers", True, "no cluster configured: nothing is synced")
+    now = now or timezone.now()
+    try:
+        states = list(SyncState.objects.filter(served=True).values_list("kind", "heartbeat_at"))
+    except Exception as exc:  # not migrated yet, or the database went away after SELECT 1
+        return Check("watchers", False, f"cannot read the sync state: {_first_line(exc)}")
+    if not states:
+        if max_age == 0:
+            return Check("watchers", True, "no watcher has reported yet (not enforced)")
+        return Check("watchers", False, "no watcher has reported yet")
+    stale = []
+    for kind, heartbeat_at in sorted(states):
+        if heartbeat_at is None:
+            stale.append(f"{kind} (never)")
+        elif max_age and now - heartbeat_at > timedelta(seconds=max_age):
+            stale.append(f"{kind} ({int((now - heartbeat_at).total_seconds())}s ago)")
+    if stale:
+        return Check("watchers", False, f"heartbeat older than {max_age}s: {', '.join(stale)}")
+    bound = f"within {max_age}s" if max_age else "not enforced"
+    return Check("watchers", True, f"{len(states)} served kinds, heartbeats {bound}")
+
+
+def readiness() -> list[Check]:
+    """Run every readiness check; the watcher check needs the database and is skipped without it."""
+    database = check_database()
+    checks = [database, check_redis(settings.REDIS_URL)]
+    if database.ok:
+        checks.append(check_watchers(max_age=settings.READY_MAX_WATCH_AGE))
+    else:
+        checks.append(Check("watchers", False, "not checked: the database is unreachable"))
+    return checks
+
+
+@never_cache
+@require_safe
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers. Touches neither the database nor Redis."""
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_safe
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 when every check passes, 503 with the failing checks otherwise."""
+    checks = readiness()
+    ready = all(check.ok for check in checks)
+    body: dict[str, Any] = {
+        "status": "ready" if ready else "not ready",
+        "checks": [asdict(check) for check in checks],
+    }
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

@@ -1,0 +1,431 @@
+"""Prometheus metrics at `/metrics`, read from the database at scrape time.
+
+A custom Collector computes every gauge from the database when scraped (grouped queries, no loop
+over rows in Python except quantity sums for counters and consumable capacity, which SQL cannot do
+exactly), so any number of web processes give the same answer and a scrape through the Service is
+as good as one per pod. The one in-process measurement, what-if latency, is exported from
+`dashboard.timings`.
+
+Every name starts with `dra_dashboard_`. `/metrics` answers a scraper presenting
+`Authorization: Bearer <settings.METRICS_TOKEN>`, a signed-in user (session or DRF token), or
+anyone when settings.PUBLIC_READ is on; otherwise 401, or 403 for a bearer token that does not
+match (a misconfigured scraper should fail loudly, not look anonymous).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Exists, Min, OuterRef
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from claims.allocator.quantity import exact_amount
+from claims.choices import ClaimState
+from claims.devices.counts import pool_device_counts
+from claims.models import AllocatedDevice, ResourceClaim
+from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
+from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, SyncState
+
+log = logging.getLogger(__name__)
+
+PREFIX = "dra_dashboard_"
+def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, documentation, labels=list(labels))
+
+
+class _Quantities:
+    """Parses quantities exactly; malformed ones are left out and reported once per scrape."""
+
+    def __init__(self) -> None:
+        self.bad: list[str] = []
+
+    def parse(self, text: Any, *, where: str) -> Fraction | None:
+        value = exact_amount(str(text))
+        if value is None:
+            self.bad.append(f"{where}: {text!r}")
+        return value
+
+    def report(self, metric: str) -> None:
+        if self.bad:
+            examples = "; ".join(self.bad[:3])
+            log.warning(
+                "metrics %s: %d bad quantities left out (%s)", metric, len(self.bad), examples
+            )
+
+
+def device_metrics() -> list[Metric]:
+    """Devices per pool and driver by state, and per DeviceClass where the class is computable."""
+
+    # The same counts the overview and the pool pages show: one definition of "allocated".
+    rows = sorted(pool_device_counts(refine=False).items())
+    labels = ("driver", "pool")
+    total = _gauge("devices", "Devices of the current pool generation.", labels)
+    allocated = _gauge(
+        "devices_allocated", "Devices held by a (non admin-access) allocation.", labels
+    )
+    free = _gauge("devices_free", "Devices neither allocated nor tainted.", labels)
+    tainted = _gauge(
+        "devices_tainted", "Devices not allocated but tainted (NoSchedule/NoExecute).", labels
+    )
+    per_driver: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for (driver, pool_name), row in rows:
+        key = [driver, pool_name]
+        counts = {state: row[state] for state in ("total", "allocated", "tainted", "free")}
+        total.add_metric(key, counts["total"])
+        allocated.add_metric(key, counts["allocated"])
+        tainted.add_metric(key, counts["tainted"])
+        free.add_metric(key, counts["free"])
+        for state, count in counts.items():
+            per_driver[driver][state] += count
+    by_class = _gauge(
+        "class_devices",
+        "Devices per DeviceClass and state, for classes that only select a driver "
+        '(`device.driver == "x"`); other classes are not computable and left out.',
+        ("device_class", "state"),
+    )
+    # The same approximation as inventory.services.class_utilisation, from the rows above.
+    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
+        driver = device_class.selected_driver
+        if driver is None:
+            continue
+        for state in ("total", "allocated", "free", "tainted"):
+            by_class.add_metric([device_class.name, state], per_driver[driver][state])
+    return [total, allocated, free, tainted, by_class]
+
+
+def counter_metrics() -> list[Metric]:
+    """sharedCounters of current slices per pool and counter: capacity, and what allocated
+    devices consume of it (summed over the pool's counter sets, to keep one series per counter).
+    """
+
+    quantities = _Quantities()
+    labels = ("driver", "pool", "counter")
+    capacity: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    consumed: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    sets = CounterSet.objects.filter(slice__current=True).values_list(
+        "pool__driver", "pool__name", "name", "counters"
+    )
+    for driver, pool, set_name, counters in sets:
+        for counter, amount in (counters or {}).items():
+            value = quantities.parse(
+                (amount or {}).get("value", "0"), where=f"{driver}/{pool}/{set_name}"
+            )
+            if value is not None:
+                capacity[(driver, pool, str(counter))] += value
+    held = AllocatedDevice.objects.filter(
+        driver=OuterRef("driver"),
+        pool=OuterRef("pool_name"),
+        device=OuterRef("name"),
+        admin_access=False,
+    )
+    consumers = (
+        Device.objects.filter(Exists(held), current=True)
+        .exclude(consumes_counters=[])
+        .values_list("driver", "pool_name", "name", "consumes_counters")
+    )
+    for driver, pool, name, consumes in consumers:
+        for entry in consumes or []:
+            for counter, amount in (entry.get("counters") or {}).items():
+                value = quantities.parse(
+                    (amount or {}).get("value", "0"), where=f"{driver}/{pool}/{name}"
+                )
+                if value is not None:
+                    consumed[(driver, pool, str(counter))] += value
+    capacity_family = _gauge(
+        "counter_capacity", "sharedCounters capacity, summed over a pool's counter sets.", labels
+    )
+    consumed_family = _gauge(
+        "counter_consumed",
+        "Counter amount consumed by allocated devices (consumesCounters), per pool.",
+        labels,
+    )
+    for key in sorted(capacity):
+        capacity_family.add_metric(list(key), float(capacity[key]))
+        consumed_family.add_metric(list(key), float(consumed.get(key, Fraction(0))))
+    quantities.report("counters")
+    return [capacity_family, consumed_family]
+
+
+def capacity_metrics() -> list[Metric]:
+    """Consumable capacity of devices that allow multiple allocations, summed per pool and name.
+
+    Consumed is the sum of `consumedCapacity` over the (non admin-access) allocations of those
+    devices; exclusively allocated devices are counted by `devices_allocated` instead.
+    """
+
+    quantities = _Quantities()
+    labels = ("driver", "pool", "capacity")
+    capacity: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    consumed: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    shared: set[tuple[str, str, str]] = set()
+    devices = Device.objects.filter(current=True, allow_multiple_allocations=True).values_list(
+        "driver", "pool_name", "name", "capacity"
+    )
+    for driver, pool, name, device_capacity in devices:
+        shared.add((driver, pool, name))
+        for capacity_name, spec in (device_capacity or {}).items():
+            value = quantities.parse(
+                (spec or {}).get("value", "0"), where=f"{driver}/{pool}/{name}"
+            )
+            if value is not None:
+                capacity[(driver, pool, str(capacity_name))] += value
+    allocations = (
+        AllocatedDevice.objects.filter(admin_access=False)
+        .exclude(consumed_capacity={})
+        .values_list("driver", "pool", "device", "consumed_capacity")
+    )
+    for driver, pool, device, amounts in allocations:
+        if (driver, pool, device) not in shared:
+            continue
+        for capacity_name, amount in (amounts or {}).items():
+            value = quantities.parse(amount, where=f"{driver}/{pool}/{device}")
+            if value is not None:
+                consumed[(driver, pool, str(capacity_name))] += value
+    capacity_family = _gauge(
+        "capacity", "Consumable capacity of devices allowing multiple allocations.", labels
+    )
+    consumed_family = _gauge(
+        "capacity_consumed", "consumedCapacity of allocations on those devices.", labels
+    )
+    for key in sorted(capacity):
+        capacity_family.add_metric(list(key), float(capacity[key]))
+        consumed_family.add_metric(list(key), float(consumed.get(key, Fraction(0))))
+    quantities.report("capacity")
+    return [capacity_family, consumed_family]
+
+
+def claim_metrics(now: datetime) -> list[Metric]:
+    """Pending claims per namespace and the age of the oldest one."""
+
+    rows = (
+        ResourceClaim.objects.filter(state=ClaimState.PENDING)
+        .order_by()
+        .values("namespace")
+        .annotate(pending=Count("pk"), oldest=Min("created_at"))
+        .order_by("namespace")
+    )
+    pending = _gauge("pending_claims", "ResourceClaims not allocated yet.", ("namespace",))
+    oldest = _gauge(
+        "pending_claim_oldest_age_seconds",
+        "Age of the oldest pending ResourceClaim (from creationTimestamp).",
+        ("namespace",),
+    )
+    for row in rows:
+        pending.add_metric([row["namespace"]], row["pending"])
+        if row["oldest"] is not None:
+            oldest.add_metric([row["namespace"]], max((now - row["oldest"]).total_seconds(), 0))
+    return [pending, oldest]
+
+
+def sync_metrics(now: datetime) -> list[Metric]:
+    """Per kind: lag since the last event and heartbeat, events/s, events, objects, skipped."""
+
+    skipped_by_kind = dict(
+        SkippedObject.objects.order_by()
+        .values_list("kind")
+        .annotate(n=Count("pk"))
+        .values_list("kind", "n")
+    )
+    labels = ("kind",)
+    event_age = _gauge(
+        "sync_last_event_age_seconds", "Seconds since the last watch event was applied.", labels
+    )
+    heartbeat_age = _gauge(
+        "sync_heartbeat_age_seconds", "Seconds since the kind's watcher last reported.", labels
+    )
+    rate = _gauge("sync_events_per_second", "Watch events per second (recent window).", labels)
+    events = CounterMetricFamily(
+        PREFIX + "sync_events",
+        "Watch events applied since the kind was first synced.",
+        labels=labels,
+    )
+    objects = _gauge("sync_objects", "Objects of the kind stored.", labels)
+    skipped = _gauge("sync_skipped_objects", "Objects that failed to normalize, skipped.", labels)
+    served = _gauge("sync_served", "1 when the API server serves the kind, else 0.", labels)
+    failing = _gauge("sync_error", "1 when the kind's last recorded attempt failed.", labels)
+    states = SyncState.objects.order_by("kind").values_list(
+        "kind",
+        "last_event_at",
+        "heartbeat_at",
+        "events_per_second",
+        "events_total",
+        "object_count",
+        "served",
+        "last_error",
+        "last_error_at",
+        "last_list_at",
+    )
+    for (
+        kind,
+        last_event,
+        beat,
+        per_second,
+        total,
+        count,
+        is_served,
+        error,
+        error_at,
+        listed,
+    ) in states:
+        if last_event is not None:
+            event_age.add_metric([kind], max((now - last_event).total_seconds(), 0))
+        if beat is not None:
+            heartbeat_age.add_metric([kind], max((now - beat).total_seconds(), 0))
+        rate.add_metric([kind], per_second)
+        events.add_metric([kind], total)
+        objects.add_metric([kind], count)
+        skipped.add_metric([kind], skipped_by_kind.get(kind, 0))
+        served.add_metric([kind], 1 if is_served else 0)
+        # An error followed by a successful list or event is over.
+        recovered = error_at is None or any(
+            moment is not None and moment > error_at for moment in (last_event, listed)
+        )
+        failing.add_metric([kind], 0 if not error or recovered else 1)
+    return [event_age, heartbeat_age, rate, events, objects, skipped, served, failing]
+
+
+def whatif_metrics() -> list[Metric]:
+    counts, total = whatif_snapshot()
+    cumulative = 0
+    buckets: list[tuple[str, float]] = []
+    for bound, count in zip(WHATIF_BUCKETS, counts, strict=True):
+        cumulative += count
+        buckets.append(("+Inf" if math.isinf(bound) else repr(bound), cumulative))
+    scope = "all processes (Redis)" if settings.REDIS_URL else "this process only"
+    family = HistogramMetricFamily(
+        PREFIX + "whatif_seconds", f"What-if latency, {scope}.", buckets=buckets, sum_value=total
+    )
+    return [family]
+
+
+class DashboardCollector(Collector):
+    """Everything under `dra_dashboard_`, computed from the database at each scrape."""
+
+    def __init__(self, *, now: datetime | None = None) -> None:
+        # A fixed `now` makes ages reproducible in tests; scrapes use the clock.
+        self.now = now
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        now = self.now or timezone.now()
+        postgres = connection.vendor == "postgresql"
+        # No transaction on SQLite: it may begin IMMEDIATE, holding the write lock for the scrape.
+        with transaction.atomic() if postgres else contextlib.nullcontext():
+            if postgres:
+                # The device-state subqueries look expensive to the planner, which then spends
+                # over a second JIT-compiling a query that runs in a tenth of that.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL jit = off")
+            families = [
+                *device_metrics(),
+                *counter_metrics(),
+                *capacity_metrics(),
+                *claim_metrics(now),
+                *sync_metrics(now),
+            ]
+        families.extend(whatif_metrics())
+        duration = _gauge("scrape_duration_seconds", "Time this scrape spent computing.", ())
+        duration.add_metric([], time.perf_counter() - started)
+        families.append(duration)
+        yield from families
+
+
+def render_metrics(*, now: datetime | None = None) -> bytes:
+    """The exposition text of every dashboard metric, ages measured at `now` (default: now)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DashboardCollector(now=now))
+    return generate_latest(registry)
+
+
+# The placeholder a copied example carries must not open the metrics to whoever read the example.
+_PLACEHOLDER_PREFIXES = ("change-me", "changeme")
+
+
+def _bearer(request: HttpRequest) -> str | None:
+    """The bearer token the request presents, or None without an `Authorization: Bearer` header."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    return presented.strip() if scheme.lower() == "bearer" else None
+
+
+def _configured_token() -> str:
+    token = str(settings.METRICS_TOKEN or "")
+    if token.lower().startswith(_PLACEHOLDER_PREFIXES):
+        log.warning("DASHBOARD_METRICS_TOKEN is the example placeholder; bearer tokens refused")
+        return ""
+    return token
+
+
+def _signed_in(request: HttpRequest) -> bool | None:
+    """A signed-in user by session or DRF token: True, False, or None for a bad DRF token."""
+    if request.user.is_authenticated:
+        return bool(request.user.is_active)
+    from rest_framework.authentication import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    try:
+        found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
+    except AuthenticationFailed:
+        return None
+    return found is not None and bool(found[0].is_active)
+
+
+def metrics_access(request: HttpRequest) -> int:
+    """The HTTP status `/metrics` answers `request` with: 200 when allowed, else 401 or 403."""
+    presented = _bearer(request)
+    if presented is not None:
+        token = _configured_token()
+        matches = bool(token) and hmac.compare_digest(presented.encode(), token.encode())
+        return 200 if matches else 403
+    user = _signed_in(request)
+    if user:
+        return 200
+    if user is None:  # a DRF token was presented and refused
+        return 401
+    return 200 if settings.PUBLIC_READ else 401
+
+
+@never_cache
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text format for the metrics token, a signed-in user, or anyone on PUBLIC_READ."""
+    status = metrics_access(request)
+    if status == 401:
+        response = HttpResponse("metrics need a bearer token or a signed-in user\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    if status == 403:
+        return HttpResponse("metrics: the bearer token does not match\n", status=403)
+    return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
+
+
+def as_samples(text: str) -> Mapping[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Parse exposition text into {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples

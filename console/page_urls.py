@@ -1,0 +1,11 @@
+"""Page routes of the dashboard app: overview, sync status and what-if."""
+
+from django.urls import URLPattern, URLResolver, path
+
+from console import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.overview, name="overview"),
+    path("sync/", views.sync_status, name="sync-status"),
+    path("what-if/", views.what_if, name="what-if"),
+]

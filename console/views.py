@@ -1,0 +1,145 @@
+"""Console pages: the overview, the sync status and the what-if form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+
+from claims.models import ResourceClaimTemplate
+from claims.pages import shape_what_if
+from claims.whatif.options import MAX_COUNT
+from claims.whatif.service import what_if as simulate
+from console.overview import overview_context
+from dashboard.views import paginate, read_access, render_page
+from inventory.models import SkippedObject, SyncState
+
+
+@read_access
+def overview(request: HttpRequest) -> HttpResponse:
+    return render_page(
+        request,
+        template="console/overview.html",
+        context=overview_context(),
+        fragments={"body": "console/_overview_body.html"},
+        live=["overview"],
+    )
+
+
+@read_access
+def sync_status(request: HttpRequest) -> HttpResponse:
+    from django.utils import timezone
+
+
+    kind = request.GET.get("kind", "").strip()
+    text = request.GET.get("q", "").strip()
+    skipped = SkippedObject.objects.all()
+    if kind:
+        skipped = skipped.filter(kind=kind)
+    if text:
+        skipped = skipped.filter(name__icontains=text)
+    context = {
+        "states": list(SyncState.objects.all()),
+        "page_obj": paginate(request, skipped),
+        "params": {"kind": kind, "q": text},
+        "kinds": list(
+            SkippedObject.objects.order_by("kind").values_list("kind", flat=True).distinct()
+        ),
+        "now": timezone.now(),
+    }
+    return render_page(
+        request,
+        template="console/sync_status.html",
+        context=context,
+        fragments={"body": "console/_sync_body.html"},
+        live=["sync"],
+    )
+
+
+class WhatIfInputError(ValueError):
+    """The what-if form's input cannot be read; the message names the field."""
+
+
+MAX_WHAT_IF_BYTES = 256 * 1024
+
+
+def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tuple[Any, str]:
+    """What to simulate (YAML text or a stored object) and a label saying where it came from.
+
+    An uploaded file wins over the text box, which wins over a picked template
+    (`namespace/name` of a stored ResourceClaimTemplate). The what-if service parses the text
+    (ResourceClaims, a template, a Pod or workload, several documents) and names bad fields.
+    """
+
+    if upload is not None:
+        if upload.size > MAX_WHAT_IF_BYTES:
+            raise WhatIfInputError(f"file: {upload.name} is larger than 256 KiB")
+        try:
+            return upload.read().decode("utf-8"), f"file {upload.name}"
+        except UnicodeDecodeError:
+            raise WhatIfInputError(f"file: {upload.name} is not UTF-8 text") from None
+    if text.strip():
+        return text, "pasted YAML"
+    if template:
+        namespace, _, name = template.partition("/")
+        row = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
+        if row is None:
+            raise WhatIfInputError(f"template: no ResourceClaimTemplate {template!r}")
+        return dict(row.obj), f"ResourceClaimTemplate {template}"
+    raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
+
+
+@read_access
+def what_if(request: HttpRequest) -> HttpResponse:
+
+    context: dict[str, Any] = {
+        "templates": list(
+            ResourceClaimTemplate.objects.order_by("namespace", "name").values_list(
+                "namespace", "name"
+            )
+        ),
+        "max_count": MAX_COUNT,
+        "values": {
+            "yaml": request.POST.get("yaml", ""),
+            "template": request.POST.get("template", request.GET.get("template", "")),
+            "count": request.POST.get("count", "1"),
+            "node": request.POST.get("node", ""),
+            "node_selector": request.POST.get("node_selector", ""),
+            "namespace": request.POST.get("namespace", ""),
+        },
+        "error": "",
+        "result": None,
+    }
+    if request.method == "POST":
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        context.update(run_what_if(request))
+    return render_page(
+        request,
+        template="console/what_if.html",
+        context=context,
+        fragments={"result": "console/_whatif_result.html"},
+    )
+
+
+def run_what_if(request: HttpRequest) -> dict[str, Any]:
+    """Read the form, ask claims.whatif.service.what_if, and shape its answer for the templates."""
+
+    form = request.POST
+    try:
+        source, label = read_claim_input(
+            text=form.get("yaml", ""),
+            upload=request.FILES.get("file"),
+            template=form.get("template", ""),
+        )
+        answer = simulate(
+            source,
+            count=form.get("count", "").strip() or 1,
+            node=form.get("node", "").strip() or None,
+            node_selector=form.get("node_selector", "").strip() or None,
+            namespace=form.get("namespace", "").strip() or None,
+        )
+    except ValueError as exc:  # WhatIfError is a ValueError naming the field
+        return {"error": str(exc)}
+    return {"result": shape_what_if(answer), "source": label}

@@ -1,0 +1,67 @@
+"""Filter building blocks every app's FilterSets use: strict booleans, JSON list and text lookups,
+DNS names and device attribute equality.
+
+Every parameter is a plain GET value and every wrong value is a form error, which the API turns
+into a 400 naming the parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db import connection
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+
+# DNS subdomain (driver, class and pool names may be longer paths; this is for class names).
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class StrictBooleanField(forms.Field):
+    """`true`/`false` (also 1/0, yes/no); anything else is an error instead of being ignored."""
+
+    _values = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+    def to_python(self, value: Any) -> bool | None:
+        if value in (None, ""):
+            return None
+        if isinstance(value, bool):
+            return value
+        try:
+            return self._values[str(value).strip().lower()]
+        except KeyError:
+            raise forms.ValidationError(f"expected true or false, got {value!r}") from None
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class BooleanFilter(django_filters.Filter):
+    """A boolean parameter that rejects values other than true/false."""
+
+    field_class = StrictBooleanField
+
+
+def json_list_contains(field: str, item: str) -> Q:
+    """Rows whose JSON list `field` contains the string `item`, on SQLite and PostgreSQL."""
+    if connection.features.supports_json_field_contains:
+        return Q(**{f"{field}__contains": [item]})
+    # SQLite has no JSON containment: match the quoted item in the stored JSON text. Callers
+    # validate `item` (DNS names), so it holds no quote or LIKE wildcard to escape.
+    return Q(**{f"_text_{field}__contains": f'"{item}"'})
+
+
+def with_json_text(qs: QuerySet[Any], field: str) -> QuerySet[Any]:
+    """Alias the JSON text of `field` for `json_list_contains` on backends without containment."""
+    if connection.features.supports_json_field_contains:
+        return qs
+    return qs.alias(**{f"_text_{field}": Cast(field, TextField())})
+
+
+def dns_name(value: str, *, what: str) -> str:
+    if not _DNS_SUBDOMAIN.match(value) or len(value) > 253:
+        raise forms.ValidationError(f"{what} must be a DNS subdomain, got {value!r}")
+    return value

@@ -1,9 +1,0 @@
-"""Websocket routes: the live-update socket."""
-
-from django.urls import URLPattern, path
-
-from dashboard.consumers import LiveConsumer
-
-websocket_urlpatterns: list[URLPattern] = [
-    path("ws/live/", LiveConsumer.as_asgi()),
-]
