@@ -15,7 +15,6 @@ Allocated claims are reduced to what the allocator reads: metadata and the alloc
 from __future__ import annotations
 
 import copy
-import gc
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -27,6 +26,7 @@ from django.db import connection, models, transaction
 from django.db.models import Count, Max
 
 from claims.models import ResourceClaim
+from dashboard.gcpause import gc_paused
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
 
 JSON = dict[str, Any]
@@ -207,23 +207,6 @@ def _apply_taint_rules(slice_obj: JSON, rules: list[TaintRule]) -> JSON:
     return patched
 
 
-@contextmanager
-def _collection_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while decoding.
-
-    Decoded JSON makes no reference cycles, but the hundreds of thousands of containers it
-    creates set off full collections that scan everything alive, repeatedly; a first read of a
-    large cluster spent about a third of its time there.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class _PatchedSlices:
     """Slices with the taint rules applied, reused while both the slice and the rules are."""
 
@@ -255,7 +238,7 @@ _patched = _PatchedSlices()
 def read_cluster_state(*, node_names: Iterable[str] | None = None) -> ClusterState:
     """Read nodes, classes, slices and allocated claims in one consistent transaction."""
     wanted = set(node_names) if node_names is not None else None
-    with _cache_lock, _collection_paused(), consistent_read():
+    with _cache_lock, gc_paused(), consistent_read():
         fingerprint = cluster_fingerprint()
         nodes = _row_cache(Node, "obj").values(
             Node.objects.order_by("name"), columns=("obj",), decode=_first

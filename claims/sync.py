@@ -286,7 +286,6 @@ DIAGNOSIS_TOPICS = frozenset({"claims", "pods", "slices", "devices", "nodes", "c
 
 def trigger_diagnoses(result: BatchResult) -> None:
     if DIAGNOSIS_TOPICS.intersection(result.changed):
-
         schedule_diagnoses()
 
 

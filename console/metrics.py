@@ -51,6 +51,8 @@ from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, Syn
 log = logging.getLogger(__name__)
 
 PREFIX = "dra_dashboard_"
+
+
 def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(PREFIX + name, documentation, labels=list(labels))
 

@@ -31,7 +31,6 @@ def overview(request: HttpRequest) -> HttpResponse:
 def sync_status(request: HttpRequest) -> HttpResponse:
     from django.utils import timezone
 
-
     kind = request.GET.get("kind", "").strip()
     text = request.GET.get("q", "").strip()
     skipped = SkippedObject.objects.all()

@@ -17,8 +17,9 @@ from typing import Any, TextIO
 import yaml
 from django.db import transaction
 
+from dashboard.gcpause import gc_paused
 from inventory.kube.normalize import NormalizeError, normalize
-from inventory.sync import HANDLERS, BatchResult, gc_paused, replace_all, upsert_events
+from inventory.sync import HANDLERS, BatchResult, replace_all, upsert_events
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
 # not track: reported, not rejected.

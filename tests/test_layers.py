@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PACKAGES = ("dashboard", "inventory", "claims", "console", "demo")
 
 # Longest prefix wins. The level says which layers a module may import: lower ones and its own.

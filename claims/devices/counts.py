@@ -42,7 +42,6 @@ CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
 COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "blocked", "unhealthy", "free")
 
 
-
 def _pool_count(condition: Q) -> Coalesce:
     devices = Device.objects.filter(condition, pool=OuterRef("pk"), current=True)
     counted = devices.order_by().values("pool").annotate(n=Count("pk")).values("n")

@@ -80,6 +80,8 @@ POOL_FIELDS = [
     "node_name",
     "device_count",
 ]
+
+
 class ResourceSliceSerializer(serializers.ModelSerializer):
     class Meta:
         model = ResourceSlice

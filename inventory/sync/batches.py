@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
+from dashboard.gcpause import gc_paused
 from dashboard.live import publish_changes
 from inventory.sync.bulk import BatchWriter
 from inventory.sync.core import (
@@ -13,7 +14,6 @@ from inventory.sync.core import (
     JSON,
     BatchResult,
     chunks,
-    gc_paused,
     handler_for,
     object_uid,
 )

@@ -7,12 +7,9 @@ for kinds that own child rows (devices of a slice, allocated devices of a claim)
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -229,10 +226,6 @@ def chunks(values: list[Any], size: int = 500) -> list[list[Any]]:
     return [values[start : start + size] for start in range(0, len(values), size)]
 
 
-def field_names(model: type[models.Model]) -> set[str]:
-    return {f.attname for f in model._meta.concrete_fields}
-
-
 def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -> None:
     """Write `fields` of existing `rows` by primary key.
 
@@ -295,32 +288,3 @@ def insert_rows(
                 by_key = {tuple(getattr(row, f.attname) for f in keys): row for row in part}
                 for pk, *key in cursor.fetchall():
                     by_key[tuple(key)].pk = pk
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a batch is written (nesting and threads allowed).
-
-    A batch allocates many dicts and model instances that live until it ends, so collections
-    keep firing, and each full one walks every object of the process (a listed cluster, a
-    parsed snapshot): that made a 1,000-node import several times slower. Reference counting
-    still frees memory meanwhile; only reference cycles wait until the last batch ends.
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()

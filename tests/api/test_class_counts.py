@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from claims.devices.classes import class_membership, class_utilisation, forget_membership
 from tests import factories as f
-from tests.ui.demo import load_demo
+from tests.console.demo import load_demo
 
 GPU = "gpu.example.com"
 NET = "net.example.com"

@@ -28,7 +28,7 @@ def main(nodes: int) -> None:
     from claims.models import ResourceClaim
     from console.tasks import take_sample
     from inventory.models import Device, Node, Pool
-    from tests.ui.demo import load_demo
+    from tests.console.demo import load_demo
 
     settings.ALLOWED_HOSTS = ["testserver"]
     call_command("migrate", verbosity=0)

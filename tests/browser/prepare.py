@@ -23,7 +23,7 @@ def main(nodes: int, seed: int) -> None:
 
     from console.tasks import take_sample
     from inventory.sync import upsert_events
-    from tests.ui.demo import load_demo
+    from tests.console.demo import load_demo
 
     call_command("migrate", verbosity=0)
     User.objects.create_user("viewer", "viewer@example.com", "viewer-password")

@@ -10,7 +10,7 @@ import pytest
 
 from demo.catalog import GPU_DRIVER
 from tests.browser.conftest import ROOT, LiveServer
-from tests.ui.demo import allocate, pending_claim
+from tests.console.demo import allocate, pending_claim
 
 pytestmark = pytest.mark.browser
 

@@ -1,0 +1,156 @@
+"""The cluster snapshot: rows decoded once per version, identity kept, one cheap fingerprint."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from claims.models import ResourceClaim
+from claims.snapshot import cluster_fingerprint, forget_cached_rows, read_cluster_state
+from claims.whatif.service import what_if
+from inventory.models import ResourceSlice
+from inventory.sync import apply_events, upsert_events
+from tests.claims.whatif.helpers import answer_keys, claim_object, claim_yaml, device_keys, direct
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _changed(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the API server would send it after an edit: new resourceVersion, new label."""
+    changed = copy.deepcopy(obj)
+    meta = changed["metadata"]
+    meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1000)
+    meta.setdefault("labels", {})["test/changed"] = "yes"
+    return changed
+
+
+def _node_local_slice(demo: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    return next(
+        s for s in demo["ResourceSlice"] if s["spec"].get("nodeName") and s["spec"].get("devices")
+    )
+
+
+def _fresh_read() -> Any:
+    forget_cached_rows()
+    return read_cluster_state()
+
+
+@pytest.mark.django_db
+def test_unchanged_rows_keep_their_objects(demo) -> None:
+    """A second read returns the very same objects when nothing changed."""
+    first = read_cluster_state()
+    second = read_cluster_state()
+    assert second.fingerprint == first.fingerprint
+    assert all(a is b for a, b in zip(first.slices, second.slices, strict=True))
+    assert all(a is b for a, b in zip(first.nodes, second.nodes, strict=True))
+    assert all(a is b for a, b in zip(first.allocated_claims, second.allocated_claims, strict=True))
+
+
+@pytest.mark.django_db
+def test_a_changed_slice_is_read_again_and_only_it(demo) -> None:
+    """After one slice changes, only that slice is a new object and it carries the change."""
+    first = read_cluster_state()
+    target = _node_local_slice(demo)
+    upsert_events("ResourceSlice", [(_changed(target), None)], publish=False)
+    second = read_cluster_state()
+    assert second.fingerprint != first.fingerprint
+    renewed = [
+        _name(new) for old, new in zip(first.slices, second.slices, strict=True) if old is not new
+    ]
+    assert renewed == [_name(target)]
+    after = next(s for s in second.slices if _name(s) == _name(target))
+    assert after["metadata"]["labels"]["test/changed"] == "yes"
+    assert second.slices == _fresh_read().slices
+
+
+@pytest.mark.django_db
+def test_deleted_and_changed_rows_match_a_fresh_read(demo) -> None:
+    """Deleting a slice and changing a claim gives what a read without cached rows gives."""
+    read_cluster_state()
+    gone = _node_local_slice(demo)
+    apply_events("ResourceSlice", [("DELETED", gone)], publish=False)
+    allocated = next(c for c in demo["ResourceClaim"] if (c.get("status") or {}).get("allocation"))
+    released = _changed(allocated)
+    released.pop("status")
+    upsert_events("ResourceClaim", [(released, None)], publish=False)
+    cached = read_cluster_state()
+    assert _name(gone) not in {_name(s) for s in cached.slices}
+    assert _name(released) not in {_name(c) for c in cached.allocated_claims}
+    fresh = _fresh_read()
+    assert cached.fingerprint == fresh.fingerprint
+    assert cached.nodes == fresh.nodes
+    assert cached.slices == fresh.slices
+    assert cached.allocated_claims == fresh.allocated_claims
+    assert cached.classic_claims == fresh.classic_claims
+
+
+@pytest.mark.django_db
+def test_allocated_claims_keep_their_results(demo) -> None:
+    """Each allocated claim read carries exactly the stored allocation results."""
+    state = read_cluster_state()
+    stored = {
+        (ns, name): (obj.get("status") or {})["allocation"]["devices"]["results"]
+        for ns, name, obj, classic in ResourceClaim.objects.filter(
+            allocated_count__gt=0
+        ).values_list("namespace", "name", "obj", "classic")
+        if not classic
+    }
+    read = {
+        (c["metadata"]["namespace"], c["metadata"]["name"]): c["status"]["allocation"]["devices"][
+            "results"
+        ]
+        for c in state.allocated_claims
+    }
+    assert stored and read == stored
+
+
+@pytest.mark.django_db
+def test_fingerprint_follows_writes_only(demo) -> None:
+    """The fingerprint changes on an update, a creation and a deletion, not on a diagnosis.
+
+    Deleting the row just created brings back the earlier content, and its fingerprint.
+    """
+    start = cluster_fingerprint()
+    assert cluster_fingerprint() == start
+    ResourceClaim.objects.filter(pk=ResourceClaim.objects.first().pk).update(
+        diagnosis={"fits": False}
+    )
+    assert cluster_fingerprint() == start
+    target = _node_local_slice(demo)
+    upsert_events("ResourceSlice", [(_changed(target), None)], publish=False)
+    updated = cluster_fingerprint()
+    assert updated != start
+    extra = _changed(target)
+    extra["metadata"]["name"] = f"{_name(target)}-extra"
+    extra["metadata"]["uid"] = f"{extra['metadata'].get('uid', '')}-extra"
+    upsert_events("ResourceSlice", [(extra, None)], publish=False)
+    created = cluster_fingerprint()
+    assert created not in (start, updated)
+    apply_events("ResourceSlice", [("DELETED", extra)], publish=False)
+    assert ResourceSlice.objects.filter(name=_name(extra)).count() == 0
+    assert cluster_fingerprint() == updated
+    older = next(s for s in demo["ResourceSlice"] if _name(s) != _name(target))
+    apply_events("ResourceSlice", [("DELETED", older)], publish=False)
+    assert cluster_fingerprint() not in (start, updated, created)
+
+
+@pytest.mark.django_db
+def test_what_if_after_a_change_matches_the_allocator(demo) -> None:
+    """A what-if asked again after a slice changed answers for the changed cluster."""
+    text = claim_yaml()
+    what_if(text, use_cache=False)
+    target = _node_local_slice(demo)
+    shrunk = _changed(target)
+    shrunk["spec"]["devices"] = shrunk["spec"]["devices"][:1]
+    upsert_events("ResourceSlice", [(shrunk, None)], publish=False)
+    answer = what_if(text, use_cache=False)
+    expected = direct([claim_object(text)])
+    for entry in answer["nodes"]:
+        want = expected[entry["node"]]
+        assert entry["fits"] == (want["results"] is not None), entry["node"]
+        if entry["fits"]:
+            assert answer_keys(entry) == device_keys(want["results"])

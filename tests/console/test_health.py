@@ -1,0 +1,189 @@
+"""Tests for /healthz and /readyz: each readiness check passing and failing for real."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError, connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.utils import ConnectionHandler
+from django.test import Client
+from django.utils import timezone
+
+from console import health
+from inventory.models import SyncState
+from tests.console.conftest import free_port
+
+
+def checks_of(response) -> dict[str, dict[str, object]]:
+    return {check["name"]: check for check in response.json()["checks"]}
+
+
+@pytest.fixture
+def unreachable_database() -> Iterator[BaseDatabaseWrapper]:
+    """A PostgreSQL connection to a port where no server listens."""
+    handler = ConnectionHandler(
+        {
+            "default": {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "dashboard",
+                "USER": "dashboard",
+                "PASSWORD": "unused",
+                "HOST": "127.0.0.1",
+                "PORT": str(free_port()),
+                "OPTIONS": {"connect_timeout": 2},
+            }
+        }
+    )
+    connection = handler["default"]
+    yield connection
+    connection.close()
+
+
+def test_healthz_answers_without_touching_the_database() -> None:
+    """/healthz is 200 with no database access allowed (no `db` fixture: access would raise)."""
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert "no-cache" in response["Cache-Control"]
+
+
+def test_healthz_is_public_and_get_only(db) -> None:
+    """/healthz needs no login, answers HEAD and refuses POST."""
+    assert Client().get("/healthz").status_code == 200
+    assert Client().head("/healthz").status_code == 200
+    assert Client().post("/healthz").status_code == 405
+
+
+def test_readyz_ready_without_cluster_says_so(db, client, settings) -> None:
+    """With no cluster configured, /readyz is ready and says nothing is synced."""
+    settings.KUBECONFIG = ""
+    settings.KUBE_IN_CLUSTER = False
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    checks = checks_of(response)
+    assert response.json()["status"] == "ready"
+    assert checks["database"]["ok"] is True
+    assert checks["redis"] == {
+        "name": "redis",
+        "ok": True,
+        "detail": "not configured (in-memory channel layer, inline tasks)",
+    }
+    assert checks["watchers"]["ok"] is True
+    assert "no cluster configured" in checks["watchers"]["detail"]
+
+
+def test_readyz_fails_when_database_is_unreachable(
+    db, client, monkeypatch, unreachable_database
+) -> None:
+    """A database check against a server that is not there makes /readyz 503."""
+    monkeypatch.setattr(health, "database_connection", lambda: unreachable_database)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    checks = checks_of(response)
+    assert response.json()["status"] == "not ready"
+    assert checks["database"]["ok"] is False
+    assert checks["database"]["detail"].startswith("postgresql: OperationalError")
+    assert checks["watchers"] == {
+        "name": "watchers",
+        "ok": False,
+        "detail": "not checked: the database is unreachable",
+    }
+
+
+def test_readyz_fails_when_configured_redis_is_unreachable(db, client, settings) -> None:
+    """REDIS_URL pointing at a closed port makes /readyz 503 with the redis check failing."""
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    checks = checks_of(response)
+    assert checks["redis"]["ok"] is False
+    assert checks["redis"]["detail"].startswith("ConnectionError")
+    assert checks["database"]["ok"] is True
+
+
+def test_readyz_passes_with_reachable_redis(db, client, settings, redis_server) -> None:
+    """A running Redis passes the redis check."""
+    settings.REDIS_URL = redis_server
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert checks_of(response)["redis"] == {"name": "redis", "ok": True, "detail": "reachable"}
+
+
+@pytest.fixture
+def cluster(settings) -> None:
+    settings.KUBECONFIG = "/etc/dra-dashboard/kubeconfig"
+    settings.READY_MAX_WATCH_AGE = 120
+
+
+def test_readyz_fails_on_stale_watcher_heartbeat(db, client, cluster) -> None:
+    """A served kind whose heartbeat is older than READY_MAX_WATCH_AGE makes /readyz 503."""
+    now = timezone.now()
+    SyncState.objects.create(kind="ResourceSlice", served=True, heartbeat_at=now)
+    SyncState.objects.create(
+        kind="ResourceClaim", served=True, heartbeat_at=now - timedelta(seconds=300)
+    )
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    detail = checks_of(response)["watchers"]["detail"]
+    assert "ResourceClaim" in detail
+    assert "ResourceSlice" not in detail
+
+
+def test_readyz_ready_with_fresh_heartbeats_ignoring_unserved_kinds(db, client, cluster) -> None:
+    """Fresh served kinds pass; a kind the server does not serve may be stale."""
+    now = timezone.now()
+    SyncState.objects.create(kind="ResourceSlice", served=True, heartbeat_at=now)
+    SyncState.objects.create(kind="Node", served=True, heartbeat_at=now - timedelta(seconds=60))
+    SyncState.objects.create(
+        kind="ResourceClass", served=False, heartbeat_at=now - timedelta(days=1)
+    )
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert checks_of(response)["watchers"]["detail"] == ("2 served kinds, heartbeats within 120s")
+
+
+def test_readyz_not_ready_before_any_watcher_reported(db, client, cluster) -> None:
+    """With a cluster configured and no SyncState yet, the watchers check fails."""
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert checks_of(response)["watchers"]["detail"] == "no watcher has reported yet"
+
+
+def test_readyz_never_reported_heartbeat_is_stale(db, client, cluster) -> None:
+    """A served kind without any heartbeat counts as stale."""
+    SyncState.objects.create(kind="Pod", served=True, heartbeat_at=None)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert "Pod (never)" in checks_of(response)["watchers"]["detail"]
+
+
+def test_ready_max_watch_age_zero_disables_the_bound(db, client, cluster, settings) -> None:
+    """READY_MAX_WATCH_AGE=0 reports heartbeats but does not gate readiness on their age."""
+    settings.READY_MAX_WATCH_AGE = 0
+    SyncState.objects.create(
+        kind="Node", served=True, heartbeat_at=timezone.now() - timedelta(days=2)
+    )
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert checks_of(response)["watchers"]["detail"] == "1 served kinds, heartbeats not enforced"
+
+
+def test_readyz_reports_unreadable_sync_state(db, client, cluster) -> None:
+    """A failing SyncState query (e.g. an unmigrated database) fails the watchers check, no 500."""
+
+    def missing_table(execute, sql, params, many, context):
+        if "inventory_syncstate" in sql:
+            raise OperationalError("no such table: inventory_syncstate")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(missing_table):
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    checks = checks_of(response)
+    assert checks["database"]["ok"] is True
+    assert checks["watchers"]["detail"] == (
+        "cannot read the sync state: OperationalError: no such table: inventory_syncstate"
+    )

@@ -1,0 +1,163 @@
+"""Structured logs: the JSON formatter and the object a log line is about."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from dashboard.logging import (
+    JsonFormatter,
+    ObjectContextFilter,
+    ObjectLogger,
+    current_object,
+    object_context,
+    object_extra,
+)
+from tests.paths import ROOT
+
+
+@pytest.fixture
+def stream_logger() -> Iterator[tuple[logging.Logger, io.StringIO, logging.Handler]]:
+    """A private logger writing through a handler configured like settings.LOGGING's console."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ObjectContextFilter())
+    logger = logging.getLogger("tests.console.logging")
+    logger.handlers = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    yield logger, stream, handler
+    logger.handlers = []
+
+
+def json_lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_line_carries_the_object_of_the_context(stream_logger) -> None:
+    """Inside object_context every line has kind, namespace and name; outside none."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    with object_context(kind="ResourceClaim", namespace="team-a", name="trainer-0"):
+        logger.warning("pending for %ds", 30)
+    logger.info("no object")
+    inside, outside = json_lines(stream)
+    assert inside["message"] == "pending for 30s"
+    assert inside["level"] == "WARNING"
+    assert inside["logger"] == "tests.console.logging"
+    assert (inside["kind"], inside["namespace"], inside["name"]) == (
+        "ResourceClaim",
+        "team-a",
+        "trainer-0",
+    )
+    assert "kind" not in outside and outside["message"] == "no object"
+
+
+def test_nested_contexts_innermost_wins_and_restore(stream_logger) -> None:
+    """A nested context names its object and the outer one comes back after it."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    with object_context(kind="ResourceSlice", namespace="", name="node-a-gpu"):
+        with object_context(kind="Pod", namespace="team-b", name="job-1"):
+            logger.info("inner")
+        logger.info("outer")
+    inner, outer = json_lines(stream)
+    assert (inner["kind"], inner["name"]) == ("Pod", "job-1")
+    assert (outer["kind"], outer["namespace"], outer["name"]) == ("ResourceSlice", "", "node-a-gpu")
+    assert current_object() is None
+
+
+def test_context_does_not_leak_into_other_threads(stream_logger) -> None:
+    """A context set in one thread is invisible in another."""
+    seen: list[dict[str, str] | None] = []
+    with object_context(kind="Node", namespace="", name="node-a"):
+        thread = threading.Thread(target=lambda: seen.append(current_object()))
+        thread.start()
+        thread.join()
+        assert current_object() == {"kind": "Node", "namespace": "", "name": "node-a"}
+    assert seen == [None]
+
+
+def test_extra_and_adapter_name_the_object(stream_logger) -> None:
+    """object_extra for one call and ObjectLogger for many; other extras stay as JSON fields."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    logger.info("one", extra=object_extra(kind="DeviceClass", namespace="", name="gpu.example.com"))
+    adapter = ObjectLogger(logger, kind="Pod", namespace="team-a", name="trainer-0")
+    adapter.info("two", extra={"resource_version": "42"})
+    one, two = json_lines(stream)
+    assert (one["kind"], one["namespace"], one["name"]) == ("DeviceClass", "", "gpu.example.com")
+    assert (two["kind"], two["namespace"], two["name"]) == ("Pod", "team-a", "trainer-0")
+    assert two["resource_version"] == "42"
+
+
+def test_json_line_includes_the_exception(stream_logger) -> None:
+    """logger.exception puts the traceback in `exc`, still one JSON line."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    try:
+        raise ValueError("spec.devices[0].name: required")
+    except ValueError:
+        logger.exception("skipped")
+    (line,) = json_lines(stream)
+    assert "ValueError: spec.devices[0].name: required" in str(line["exc"])
+
+
+def test_plain_format_gets_an_object_suffix(stream_logger, settings) -> None:
+    """The plain formatter of settings.LOGGING ends lines with kind=… namespace=… name=…."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"]))
+    with object_context(kind="ResourceSlice", namespace="", name="node-a-gpu"):
+        logger.info("listed")
+    logger.info("idle")
+    first, second = stream.getvalue().splitlines()
+    assert first.endswith(
+        " INFO tests.console.logging listed kind=ResourceSlice namespace=- name=node-a-gpu"
+    )
+    assert second.endswith(" INFO tests.console.logging idle")
+
+
+def test_settings_pick_the_json_formatter_when_asked(settings) -> None:
+    """LOGGING routes the console through the object filter; Celery keeps that configuration."""
+    console = settings.LOGGING["handlers"]["console"]
+    assert console["filters"] == ["object_context"]
+    assert console["formatter"] == ("json" if settings.LOG_JSON else "plain")
+    assert settings.LOGGING["formatters"]["json"]["()"] == "dashboard.logging.JsonFormatter"
+    # Celery would otherwise replace the root handlers with its own format in workers and beat.
+    assert settings.CELERY_WORKER_HIJACK_ROOT_LOGGER is False
+
+
+def test_log_json_setting_makes_every_line_json() -> None:
+    """A process started with DASHBOARD_LOG_JSON=1 writes JSON lines naming the object."""
+    code = (
+        "import django, logging; django.setup(); "
+        "from dashboard.logging import object_context; "
+        "ctx = object_context(kind='ResourceSlice', namespace='', name='node-a-gpu'); "
+        "ctx.__enter__(); "
+        "logging.getLogger('inventory.sync').warning('skipped')"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DASHBOARD_")},
+        "DASHBOARD_LOG_JSON": "1",
+        "DASHBOARD_SECRET_KEY": "test-only-secret-key-never-used-outside-the-test-suite",
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (line,) = [json.loads(text) for text in result.stderr.splitlines()]
+    assert (line["logger"], line["message"]) == ("inventory.sync", "skipped")
+    assert (line["kind"], line["namespace"], line["name"]) == ("ResourceSlice", "", "node-a-gpu")

@@ -1,0 +1,83 @@
+"""Discovery picks the newest served version; older clusters sync into the same v1 rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from inventory.kube.discovery import discover
+from inventory.kube.fakeapi import FakeApiServer
+from inventory.kube.kinds import KINDS
+from inventory.kube.normalize import normalize, to_version
+from inventory.kube.watch import write_guard
+from inventory.models import DeviceClass, ResourceSlice, SyncState
+from tests.inventory.sync import objects
+from tests.inventory.sync.conftest import wait_converged, wait_for
+
+
+@pytest.mark.parametrize(
+    ("served", "expected"),
+    [
+        (("v1", "v1beta2", "v1beta1"), {"ResourceSlice": "v1", "DeviceTaintRule": "v1"}),
+        (("v1beta2", "v1beta1"), {"ResourceSlice": "v1beta2", "DeviceTaintRule": "v1beta2"}),
+        (("v1beta1", "v1alpha3"), {"ResourceSlice": "v1beta1", "DeviceTaintRule": "v1alpha3"}),
+        (("v1alpha2",), {"ResourceSlice": "v1alpha2", "ResourceClass": "v1alpha2"}),
+        (("v1",), {"ResourceClass": None, "PodSchedulingContext": None, "Node": "v1"}),
+    ],
+)
+def test_newest_served_version_per_kind(client_factory, server, served, expected) -> None:
+    """Each kind gets the newest version that serves it, or none."""
+    server.set_served_versions(served)
+    found = discover(client_factory())
+    assert {kind: found[kind].version for kind in expected} == expected
+
+
+def test_cluster_without_dra_is_reported(client_factory, server) -> None:
+    """Without resource.k8s.io every DRA kind is not served, with a message saying so."""
+    server.set_served_versions(())
+    found = discover(client_factory())
+    assert found["Pod"].served
+    for kind, spec in KINDS.items():
+        if not spec.is_core:
+            assert not found[kind].served
+            assert "does not serve resource.k8s.io" in found[kind].message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_dra_cluster_marks_sync_state_not_served(server, watchers) -> None:
+    """The watcher of a DRA kind on a cluster without DRA reports it instead of erroring."""
+    server.set_served_versions(())
+    watchers.start("ResourceSlice", "Node")
+    wait_for(lambda: SyncState.objects.filter(kind="ResourceSlice", served=False).exists())
+    with write_guard():
+        state = SyncState.objects.get(kind="ResourceSlice")
+    assert "Dynamic Resource Allocation" in state.last_error
+    assert state.served_version == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_v1beta1_cluster_syncs_into_v1_rows(watchers, client_factory) -> None:
+    """Objects served as v1beta1 are stored normalized to v1, raw as sent."""
+    from tests.inventory.sync.test_convergence import _factory_for
+
+    with FakeApiServer(served_versions=("v1beta1",), bookmark_interval=0.3) as old:
+        originals = [
+            objects.device_class("gpu"),
+            objects.resource_slice("n1-gpu", node_name="n1", devices=3),
+        ]
+        for number, obj in enumerate(originals):
+            obj["metadata"]["uid"] = f"00000000-0000-0000-0000-00000000000{number}"
+            old.apply(to_version(obj, "resource.k8s.io/v1beta1"))
+        watchers.client_factory = _factory_for(old)
+        watchers.start("ResourceSlice", "DeviceClass")
+        wait_converged(old, "ResourceSlice", "DeviceClass")
+        with write_guard():
+            row = ResourceSlice.objects.get(name="n1-gpu")
+            klass = DeviceClass.objects.get(name="gpu")
+            state = SyncState.objects.get(kind="ResourceSlice")
+            devices = sorted(row.devices.values_list("name", flat=True))
+    assert state.served_version == "v1beta1"
+    assert row.raw["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert row.obj["apiVersion"] == "resource.k8s.io/v1"
+    assert row.obj["spec"] == normalize(originals[1])["spec"]
+    assert klass.obj["spec"] == normalize(originals[0])["spec"]
+    assert devices == ["gpu-0", "gpu-1", "gpu-2"]
