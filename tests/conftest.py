@@ -1,10 +1,33 @@
-"""Shared fixtures: fixed personas for permission tests and API clients."""
+"""Shared fixtures: fixed personas for permission tests and API clients.
+
+The session refuses to start when a system package the suite needs is missing, so a test never
+fails half-way for want of what `bin/system-deps` installs.
+"""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
+
+SYSTEM_PACKAGES = {
+    "redis-server": lambda: shutil.which("redis-server") is not None,
+    "postgresql": lambda: any(Path("/usr/lib/postgresql").glob("*/bin/initdb")),
+    "chromium": lambda: Path("/usr/bin/chromium").exists(),
+    "chromium-driver": lambda: Path("/usr/bin/chromedriver").exists(),
+}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    missing = [name for name, present in SYSTEM_PACKAGES.items() if not present()]
+    if missing:
+        raise pytest.UsageError(
+            f"system packages missing: {', '.join(missing)}; run bin/system-deps first "
+            "(bin/test does)"
+        )
 
 
 @pytest.fixture

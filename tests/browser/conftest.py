@@ -1,7 +1,7 @@
 """A real server (daphne, websockets included) and a real headless Chromium for browser tests.
 
 The server runs in a subprocess on a free port with its own SQLite database, filled with a demo
-cluster by `tests.browser.prepare`. Chromium is Debian's (`bin/browser-deps` installs it);
+cluster by `tests.browser.prepare`. Chromium is Debian's (`bin/system-deps` installs it);
 Playwright drives it through `executable_path`, never a downloaded browser.
 """
 
@@ -62,7 +62,7 @@ class LiveServer:
 @pytest.fixture(scope="session")
 def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run bin/browser-deps (Debian chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run bin/system-deps (Debian chromium)")
     var_dir = tmp_path_factory.mktemp("browser-var")
     env = {
         key: value
