@@ -26,7 +26,7 @@ from claims.models import (
 )
 from dashboard.filters import (
     BooleanFilter,
-    dns_name,
+    DNSSubdomainFilter,
     json_list_contains,
     with_json_text,
 )
@@ -52,12 +52,11 @@ class NamespacedFilterSet(django_filters.FilterSet):
 class DeviceClassMixin(django_filters.FilterSet):
     """`class=<DeviceClass>`: objects whose requests name that class."""
 
-    device_class = django_filters.CharFilter(method="filter_class", label="DeviceClass")
+    device_class = DNSSubdomainFilter(method="filter_class", label="DeviceClass")
 
     def filter_class(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
         if not value:
             return qs
-        dns_name(value, what="class")
         return with_json_text(qs, "device_classes").filter(
             json_list_contains("device_classes", value)
         )
@@ -166,7 +165,8 @@ class AttributeField(forms.Field):
             match = _ATTRIBUTE.match(key.strip())
             if not sep or match is None:
                 raise forms.ValidationError(
-                    f"expected [domain/]name=value (e.g. gpu.example.com/model=h100), got {term!r}"
+                    "expected [domain/]name=value (e.g. gpu.example.com/model=h100), got %(term)r",
+                    params={"term": term},
                 )
             parsed.append((match.group("domain") or "", match.group("name"), wanted))
         return parsed
@@ -301,13 +301,22 @@ class DeviceFilterSet(django_filters.FilterSet):
             return qs
         device_class = DeviceClass.objects.filter(name=value).only("name", "selectors").first()
         if device_class is None:
-            raise forms.ValidationError({"class": f"DeviceClass {value!r} does not exist"})
+            raise forms.ValidationError(
+                {
+                    "class": forms.ValidationError(
+                        "DeviceClass %(value)r does not exist", params={"value": value}
+                    )
+                }
+            )
         driver = device_class.selected_driver
         if driver is None:
             raise forms.ValidationError(
                 {
-                    "class": f"DeviceClass {value!r} selects devices by CEL other than "
-                    '`device.driver == "..."`; filter by driver or attribute instead'
+                    "class": forms.ValidationError(
+                        "DeviceClass %(value)r selects devices by CEL other than "
+                        '`device.driver == "..."`; filter by driver or attribute instead',
+                        params={"value": value},
+                    )
                 }
             )
         return qs.filter(driver=driver)

@@ -64,7 +64,7 @@ class StrictOrderingFilter(OrderingFilter):
             valid = [
                 name for name, _ in self.get_valid_fields(queryset, view, {"request": request})
             ]
-            bad = [term for term in terms if term.lstrip("-") not in valid]
+            bad = [term for term in terms if term.removeprefix("-") not in valid]
             if not terms or bad:
                 raise ValidationError(
                     {
@@ -75,7 +75,7 @@ class StrictOrderingFilter(OrderingFilter):
                     }
                 )
             ordering = terms
-        if not any(term.lstrip("-") in {"pk", "id"} for term in ordering):
+        if not any(term.removeprefix("-") in {"pk", "id"} for term in ordering):
             ordering.append("-pk" if ordering[0].startswith("-") else "pk")
         return ordering
 

@@ -19,6 +19,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 # DNS subdomain (driver, class and pool names may be longer paths; this is for class names).
+# Messages that quote what a user sent pass it as a parameter: django-filter %-formats every
+# message, so a literal "%" in one would fail the request.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -35,7 +37,9 @@ class StrictBooleanField(forms.Field):
         try:
             return self._values[str(value).strip().lower()]
         except KeyError:
-            raise forms.ValidationError(f"expected true or false, got {value!r}") from None
+            raise forms.ValidationError(
+                "expected true or false, got %(value)r", params={"value": value}
+            ) from None
 
 
 @extend_schema_field(OpenApiTypes.BOOL)
@@ -61,7 +65,19 @@ def with_json_text(qs: QuerySet[Any], field: str) -> QuerySet[Any]:
     return qs.alias(**{f"_text_{field}": Cast(field, TextField())})
 
 
-def dns_name(value: str, *, what: str) -> str:
-    if not _DNS_SUBDOMAIN.match(value) or len(value) > 253:
-        raise forms.ValidationError(f"{what} must be a DNS subdomain, got {value!r}")
-    return value
+class DNSSubdomainField(forms.CharField):
+    """A Kubernetes object name (DNS subdomain); anything else is a form error, not a 500."""
+
+    def clean(self, value: Any) -> str:
+        text = super().clean(value)
+        if text and (len(text) > 253 or not _DNS_SUBDOMAIN.match(text)):
+            raise forms.ValidationError(
+                "must be a DNS subdomain, got %(value)r", params={"value": text}
+            )
+        return text
+
+
+class DNSSubdomainFilter(django_filters.CharFilter):
+    """A parameter that names a Kubernetes object, validated before any query runs."""
+
+    field_class = DNSSubdomainField

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -78,14 +79,20 @@ def apply_filters(
     """
     filterset = filterset_class(request.GET, queryset=queryset, request=request)
     params = {name: request.GET.get(name, "").strip() for name in filterset.filters}
-    if not filterset.is_valid():
-        errors = [
-            f"{field}: {message}"
-            for field, messages in filterset.errors.items()
-            for message in messages
-        ]
-        return queryset.none(), params, errors
-    return filterset.qs, params, []
+    if filterset.is_valid():
+        try:
+            return filterset.qs, params, []
+        except ValidationError as exc:
+            # Filters that look a value up (a class that does not exist) fail while filtering.
+            failed = exc
+    else:
+        failed = ValidationError(filterset.errors)
+    errors = [
+        f"{field}: {message}"
+        for field, messages in failed.message_dict.items()
+        for message in messages
+    ]
+    return queryset.none(), params, errors
 
 
 def distinct_values(model: type[Model], field: str) -> list[str]:

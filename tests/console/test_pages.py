@@ -256,3 +256,15 @@ def test_quota_lines_show_unparseable_values_as_such(db, viewer_client: Client) 
     page = viewer_client.get(reverse("quota-list")).content.decode()
     assert "2 / many" in page
     assert "unparseable: hard &#x27;many&#x27; is not a quantity" in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url",
+    ["/claims/?class='", "/templates/?class='", "/claims/?class=%25s", "/pools/?complete=100%25"],
+)
+def test_bad_filter_values_show_an_error_not_a_500(viewer_client, url) -> None:
+    """A filter value the FilterSet refuses (quotes, percent signs) is a form error on the page."""
+    response = viewer_client.get(url)
+    assert response.status_code == 200
+    assert b"filter-error" in response.content
