@@ -13,6 +13,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.security import harden  # noqa: E402
 
 if settings.EMBEDDED_SYNC:
     from dashboard import embedded
@@ -27,3 +28,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# Trusted-proxy headers and the request body cap, around everything (dashboard/security.py).
+application = harden(application)
