@@ -11,6 +11,9 @@ from channels.testing import WebsocketCommunicator
 
 from dashboard.security import WebsocketOriginValidator
 
+# Channels closes stale database connections around each consumer, which touches the database.
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 class Accept(AsyncWebsocketConsumer):
     async def connect(self) -> None:
