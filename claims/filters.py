@@ -239,7 +239,7 @@ class AttributeFilter(django_filters.Filter):
 class DeviceFilterSet(django_filters.FilterSet):
     """Devices by driver, pool, node, class (approximated by driver), state and attributes.
 
-    `state` needs the columns of `inventory.services.annotate_device_state` on the queryset.
+    `state` needs the columns of `claims.devices.states.annotate_device_state` on the queryset.
     free, allocated, shared, admin and tainted match that SQL `state` column; blocked and
     unhealthy match the refined flags of `refine_device_states` (the list's `blocked` and
     `unhealthy`), found in a fixed number of queries. A blocked device is also `state=free`, an

@@ -9,10 +9,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.security import WebsocketOriginValidator, harden  # noqa: E402
 
 if settings.EMBEDDED_SYNC:
     from console import embedded
@@ -22,8 +22,10 @@ if settings.EMBEDDED_SYNC:
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": WebsocketOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }
 )
+# Trusted-proxy headers and the request body cap, around everything (dashboard/security.py).
+application = harden(application)

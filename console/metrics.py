@@ -107,7 +107,7 @@ def device_metrics() -> list[Metric]:
         '(`device.driver == "x"`); other classes are not computable and left out.',
         ("device_class", "state"),
     )
-    # The same approximation as inventory.services.class_utilisation, from the rows above.
+    # The same approximation as claims.devices.classes.class_utilisation, from the rows above.
     for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
         driver = device_class.selected_driver
         if driver is None:

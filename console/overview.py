@@ -122,7 +122,7 @@ def _window_total(rows: list[Any]) -> int:
 
 
 def class_counts() -> dict[str, Any]:
-    """What `claims.classes.class_utilisation` reports, with each class's stacked bar.
+    """What `claims.devices.classes.class_utilisation` reports, with each class's stacked bar.
 
     Membership is exact (every CEL selector of the class, as the scheduler evaluates them) and
     cached in process memory until slices or classes change; the holds are counted each time.

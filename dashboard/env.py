@@ -6,6 +6,8 @@ secret from the file named by ``<NAME>_FILE`` when that variable is set (Docker/
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -64,6 +66,19 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None or value.strip() == "":
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """A comma-separated list of IP addresses or CIDR blocks (`10.0.0.0/8,192.0.2.7`)."""
+    values = env_list(name, [])
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{PREFIX}{name}: {value!r} is not an IP address or CIDR block"
+            ) from exc
+    return values
 
 
 def parse_database_url(url: str) -> dict[str, object]:
@@ -130,7 +145,7 @@ def check_secret_key(value: str, *, var_dir: Path) -> str:
     path = var_dir / "secret_key"
     try:
         if not path.exists():
-            var_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(var_dir)
             import secrets
 
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -144,3 +159,37 @@ def check_secret_key(value: str, *, var_dir: Path) -> str:
             f"{PREFIX}SECRET_KEY is not set and {path} cannot be written ({exc}); "
             f"set {PREFIX}SECRET_KEY or {PREFIX}SECRET_KEY_FILE"
         ) from exc
+
+
+# SQLite keeps recent writes in these beside the database; they hold the same data.
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _drop_group_other(path: Path, private: int) -> None:
+    try:
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            os.chmod(path, mode & private)
+    except PermissionError:
+        pass  # not ours (a mount owned by someone else): nothing we may change
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner can enter: created 0700, group/other bits dropped."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _drop_group_other(path, 0o700)
+    return path
+
+
+def private_sqlite_file(path: Path) -> Path:
+    """Create the SQLite database empty with mode 0600 before SQLite does, or tighten it.
+
+    SQLite gives its -wal and -shm files the database file's own mode, so they follow; ones left
+    by an earlier, looser run are tightened here too.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SQLITE_COMPANIONS)):
+        if candidate.exists():
+            _drop_group_other(candidate, 0o600)
+    return path

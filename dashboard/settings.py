@@ -10,12 +10,18 @@ from dashboard.env import (
     env_bool,
     env_int,
     env_list,
+    env_networks,
     env_str,
     parse_database_url,
+    private_dir,
+    private_sqlite_file,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+# The SQLite database, its WAL files and a generated secret key live here: owner only (0700).
+if VAR_DIR.exists() or not env_str("DATABASE_URL", ""):
+    private_dir(VAR_DIR)
 
 DEBUG = env_bool("DEBUG", False)
 # A configured key, or one generated once per installation into VAR_DIR; never a public default.
@@ -28,6 +34,16 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_COOKIES
 if env_bool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
+# Peers (IPs or CIDR blocks) whose X-Forwarded-For/-Proto count; from anyone else those headers
+# are dropped before Django sees them (dashboard.security.ProxyHeaders). Empty: no proxy headers.
+TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES")
+# HTTP request bodies over this are refused with 413 before they are read (what-if input and
+# snapshot imports must fit). Django's own in-memory cap for form data follows it.
+MAX_REQUEST_BYTES = env_int("MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+# Failed sign-ins per (username, client address) before that pair is locked out, and for how long.
+LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 
 INSTALLED_APPS = [
     "daphne",
@@ -61,6 +77,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.security.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -87,7 +104,6 @@ DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": parse_database_url(DATABASE_URL)}
 else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -101,25 +117,26 @@ else:
             },
         }
     }
+_database = DATABASES["default"]
+if _database["ENGINE"] == "django.db.backends.sqlite3" and _database["NAME"] != ":memory:":
+    private_sqlite_file(Path(str(_database["NAME"])))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# redis://:PASSWORD@host:6379/0; DASHBOARD_REDIS_URL_FILE reads it from a mounted secret.
 REDIS_URL = check_redis_url(env_str("REDIS_URL")) if env_str("REDIS_URL") else ""
+# Nothing read back from Redis is unpickled: a writer to Redis must not run code here. The cache
+# stores JSON (dashboard.cache), the channel layer msgpack, Celery JSON.
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [REDIS_URL], "serializer_format": "msgpack"},
         }
     }
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-        }
-    }
+    CACHES = {"default": {"BACKEND": "dashboard.cache.JSONRedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {"default": {"BACKEND": "dashboard.cache.JSONLocMemCache"}}
 
 # Celery: JSON only (never pickle on the broker); without Redis, tasks run inline.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
@@ -145,11 +162,25 @@ PUBLIC_READ = env_bool("PUBLIC_READ", False)
 EMBEDDED_SYNC = env_bool("EMBEDDED_SYNC", False)
 EMBEDDED_JOB_SECONDS = env_int("EMBEDDED_JOB_SECONDS", 60, minimum=5)
 
+AUTHENTICATION_BACKENDS = ["dashboard.throttle.ThrottledModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+
+# Mail, for password reset only: without DASHBOARD_EMAIL_HOST the reset pages answer 404.
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "dra-dashboard@localhost")
+PASSWORD_RESET_ENABLED = bool(EMAIL_HOST)
+if not PASSWORD_RESET_ENABLED:
+    EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

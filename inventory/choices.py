@@ -21,7 +21,7 @@ class Kind(models.TextChoices):
 class DeviceState(models.TextChoices):
     """How a device is held right now, as the pool grid colours it.
 
-    The first five are SQL columns (`inventory.services.annotate_device_state`); blocked (free,
+    The first five are SQL columns (`claims.devices.states.annotate_device_state`); blocked (free,
     but its pool's shared counters left cannot cover it) and unhealthy (NoExecute taint or a
     Ready=False device condition) need Python and come from `refine_device_states`.
     """

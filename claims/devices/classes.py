@@ -216,7 +216,7 @@ def _compute(fingerprint: Fingerprint) -> ClassMembership:
 
 
 def _taint_rules_match() -> Q:
-    # The rule side of inventory.services' taint condition, shared rather than restated.
+    # The rule side of claims.devices.states' taint condition, shared rather than restated.
 
     return Q(Exists(rule_taints()))
 
@@ -255,7 +255,7 @@ def class_utilisation() -> dict[str, Any]:
 
     Each entry: name; driver (set when the class's only selector is `device.driver == "x"`, for
     old readers); approximate (always false now); method ("cel"); devices (total, allocated,
-    shared, admin, tainted, free with the meanings of `inventory.services.pool_device_counts`;
+    shared, admin, tainted, free with the meanings of `claims.devices.counts.pool_device_counts`;
     null when a selector does not compile); cel_errors (devices whose evaluation raised); error
     (the compile error, or the first runtime error, else null).
     """

@@ -118,7 +118,7 @@ def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, A
 
 
 def grid_counts(grid: list[dict[str, Any]]) -> dict[str, int]:
-    """The keys of `inventory.services.pool_device_counts`, from the grid's devices."""
+    """The keys of `claims.devices.counts.pool_device_counts`, from the grid's devices."""
     devices = [cell["device"] for cell in grid]
     counts = {
         "total": len(devices),

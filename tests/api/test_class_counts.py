@@ -1,4 +1,4 @@
-"""Exact devices per DeviceClass (claims.classes): CEL membership, holds, errors and the cache."""
+"""Exact devices per DeviceClass (claims.devices.classes): CEL membership, holds, errors, cache."""
 
 from __future__ import annotations
 

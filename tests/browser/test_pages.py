@@ -116,7 +116,7 @@ def test_signed_out_page_stops_reconnecting(page: Any, live_server_url: LiveServ
     page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
     page.context.clear_cookies()
     page.evaluate("window.draLive.socket.close()")
-    page.wait_for_function("window.draLive.stopped === true", timeout=5000)
+    page.wait_for_function("() => window.draLive.stopped === true", timeout=5000)
     status = page.locator("#live-status")
     assert "reload to sign in" in status.inner_text()
     assert status.get_attribute("data-state") == "offline"
@@ -132,7 +132,7 @@ def test_refused_topic_stops_reconnecting(page: Any, live_server_url: LiveServer
     page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
     page.evaluate("document.body.setAttribute('data-live-topics', 'no-such-topic')")
     page.evaluate("window.draLive.socket.close()")
-    page.wait_for_function("window.draLive.stopped === true", timeout=5000)
+    page.wait_for_function("() => window.draLive.stopped === true", timeout=5000)
     assert "reload the page" in page.locator("#live-status").inner_text()
     assert "sign in" not in page.locator("#live-status").inner_text()
 

@@ -16,16 +16,10 @@ from dashboard import timings
 from inventory.sync import upsert_events
 from tests.console.demo import load_demo
 from tests.console.expected import JSON, load_objects
+from tests.paths import free_port
 
 # Kinds in the order a fresh sync would store them (claims name devices of slices).
 LOAD_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceClaim")
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on (bound and released at once)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from console import health
 from inventory.models import SyncState
-from tests.console.conftest import free_port
+from tests.paths import free_port
 
 
 def checks_of(response) -> dict[str, dict[str, object]]:

@@ -22,6 +22,8 @@ from tests.console.demo import allocate, load_demo, pending_claim
 # localhost is in the default ALLOWED_HOSTS, which the origin validator reads when the ASGI
 # app is built (before pytest-django adds testserver to them).
 ORIGIN = (b"origin", b"http://localhost")
+# A browser always sends Host; the origin check compares scheme, host and port with it.
+HOST = (b"host", b"localhost")
 
 
 def session_headers(user: User) -> list[tuple[bytes, bytes]]:
@@ -29,7 +31,7 @@ def session_headers(user: User) -> list[tuple[bytes, bytes]]:
     client = Client()
     client.force_login(user)
     cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-    return [ORIGIN, (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())]
+    return [HOST, ORIGIN, (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())]
 
 
 async def connect(path: str, headers: list[tuple[bytes, bytes]]) -> tuple[Any, bool]:
@@ -62,7 +64,7 @@ def test_topics_are_parsed_and_checked() -> None:
 @pytest.mark.django_db(transaction=True)
 async def test_anonymous_connections_are_refused() -> None:
     """A socket without a signed-in session is closed before the handshake completes."""
-    communicator, connected = await connect("/ws/live/?topics=overview", [ORIGIN])
+    communicator, connected = await connect("/ws/live/?topics=overview", [HOST, ORIGIN])
     assert not connected
     await communicator.disconnect()
 

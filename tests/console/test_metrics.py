@@ -15,8 +15,7 @@ from dashboard import timings
 from dashboard.timings import observe_whatif_seconds
 from inventory.models import SkippedObject, SyncState
 from tests.console import expected
-from tests.console.conftest import free_port
-from tests.paths import ROOT
+from tests.paths import ROOT, free_port
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 NOW = datetime(2026, 3, 3, 0, 0, tzinfo=UTC)

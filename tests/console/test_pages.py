@@ -179,7 +179,7 @@ def test_public_readers_get_no_live_socket(demo, client: Client, viewer_client: 
 
 
 def test_overview_class_counts_match_the_service(demo, viewer_client: Client) -> None:
-    """The overview's per-class counts equal inventory.services.class_utilisation()."""
+    """The overview's per-class counts equal claims.devices.classes.class_utilisation()."""
     from claims.devices.classes import class_utilisation
 
     shown = viewer_client.get(reverse("overview")).context["classes"]["classes"]

@@ -19,7 +19,12 @@ from tests.paths import ROOT
 
 DASHBOARD_SERVICES = {"migrate", "web", "worker", "beat"}
 # Variables only docker-compose.yml substitutes; every other DASHBOARD_* must be a real setting.
-COMPOSE_ONLY = {"DASHBOARD_KUBECONFIG_HOST", "DASHBOARD_UID", "DASHBOARD_HTTP_PORT"}
+COMPOSE_ONLY = {
+    "DASHBOARD_KUBECONFIG_HOST",
+    "DASHBOARD_UID",
+    "DASHBOARD_HTTP_PORT",
+    "DASHBOARD_HTTP_BIND",
+}
 
 
 def compose_binary() -> Path:
@@ -125,7 +130,7 @@ def test_compose_volumes_and_settings(config) -> None:
     assert set(config["volumes"]) == {"postgres-data", "redis-data"}
     web = config["services"]["web"]["environment"]
     assert web["DASHBOARD_DATABASE_URL"].startswith("postgres://dashboard:")
-    assert web["DASHBOARD_REDIS_URL"] == "redis://redis:6379/0"
+    assert web["DASHBOARD_REDIS_URL"] == "redis://:CHANGE-ME-redis-password@redis:6379/0"
     assert web["DASHBOARD_SECRET_KEY"] == "CHANGE-ME-long-random-secret"
 
 
@@ -138,4 +143,4 @@ def test_env_example_names_only_real_settings() -> None:
     }
     settings_source = (ROOT / "dashboard" / "settings.py").read_text()
     read = {f"DASHBOARD_{n}" for n in re.findall(r'env_\w+\(\s*"([A-Z_]+)"', settings_source)}
-    assert names - read - COMPOSE_ONLY == {"POSTGRES_PASSWORD"}
+    assert names - read - COMPOSE_ONLY == {"POSTGRES_PASSWORD", "REDIS_PASSWORD"}

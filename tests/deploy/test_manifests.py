@@ -158,7 +158,7 @@ def test_pods_run_as_non_root_with_read_only_root(name: str) -> None:
 
 
 def test_in_cluster_settings_and_secret_placeholders() -> None:
-    """In-cluster config is on; the Secret carries placeholders for the URL and the keys."""
+    """In-cluster config is on; the Secret carries placeholders for the URLs and the keys."""
     config = one("ConfigMap", "dra-dashboard")["data"]
     assert config["DASHBOARD_KUBE_IN_CLUSTER"] == "1"
     secret = one("Secret", "dra-dashboard")["stringData"]
@@ -166,6 +166,7 @@ def test_in_cluster_settings_and_secret_placeholders() -> None:
         "DASHBOARD_DATABASE_URL",
         "DASHBOARD_SECRET_KEY",
         "DASHBOARD_METRICS_TOKEN",
+        "DASHBOARD_REDIS_URL",
     }
     assert all("CHANGE-ME" in value for value in secret.values())
     for name, spec in pod_specs():

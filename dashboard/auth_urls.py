@@ -1,0 +1,60 @@
+"""`accounts/` URLs: Django's auth views with a throttled login; password reset only with mail.
+
+Without mail (DASHBOARD_EMAIL_HOST unset) a reset link could never arrive, and the form would
+only tell strangers which addresses have accounts: the reset URLs answer 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import views
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import path
+
+from dashboard.throttle import ThrottledLoginView
+
+
+def mail_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.PASSWORD_RESET_ENABLED:
+            raise Http404("password reset needs mail (DASHBOARD_EMAIL_HOST)")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+urlpatterns = [
+    path("login/", ThrottledLoginView.as_view(), name="login"),
+    path("logout/", views.LogoutView.as_view(), name="logout"),
+    path("password_change/", views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "password_change/done/",
+        views.PasswordChangeDoneView.as_view(),
+        name="password_change_done",
+    ),
+    path(
+        "password_reset/",
+        mail_required(views.PasswordResetView.as_view()),
+        name="password_reset",
+    ),
+    path(
+        "password_reset/done/",
+        mail_required(views.PasswordResetDoneView.as_view()),
+        name="password_reset_done",
+    ),
+    path(
+        "reset/<uidb64>/<token>/",
+        mail_required(views.PasswordResetConfirmView.as_view()),
+        name="password_reset_confirm",
+    ),
+    path(
+        "reset/done/",
+        mail_required(views.PasswordResetCompleteView.as_view()),
+        name="password_reset_complete",
+    ),
+]
