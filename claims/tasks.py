@@ -18,6 +18,8 @@ from celery import current_app, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.cache import cache
 
+from claims.whatif.options import REQUEST_KEYS
+
 log = logging.getLogger(__name__)
 
 JOB_CACHE_SECONDS = 3600
@@ -25,9 +27,6 @@ DIAGNOSIS_DEBOUNCE_SECONDS = 5
 _JOB_PREFIX = "whatif:job:"
 _DEBOUNCE_KEY = "whatif:diagnoses:queued"
 _PROGRESS_INTERVAL = 0.5
-
-# Keys of a job request passed to claims.services.what_if.
-REQUEST_KEYS = ("yaml", "nodes", "nodeSelector", "count", "assume", "features", "namespace")
 
 
 def job_key(job_id: str) -> str:
@@ -72,7 +71,8 @@ JOB_SOFT_TIME_LIMIT = 300
 )
 def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
     """Answer one what-if job; progress and the outcome go to the job document."""
-    from claims.services import WhatIfError, what_if
+    from claims.whatif.inputs import WhatIfError
+    from claims.whatif.request import run_request
 
     job = get_job(job_id)
     if job is None:
@@ -91,23 +91,11 @@ def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
         _store(job)
 
     try:
-        job["result"] = what_if(
-            request.get("yaml"),
-            nodes=request.get("nodes"),
-            node_selector=request.get("nodeSelector"),
-            count=request.get("count") if request.get("count") is not None else 1,
-            assume=request.get("assume"),
-            features=request.get("features"),
-            namespace=request.get("namespace"),
-            progress=progress,
-        )
+        job["result"] = run_request(request, progress=progress)
         job["status"] = "done"
     except WhatIfError as exc:
         job["status"] = "failed"
         job["error"] = exc.as_dict()
-    except (RecursionError, MemoryError) as exc:
-        job["status"] = "failed"
-        job["error"] = {"field": "yaml", "detail": f"input too complex: {type(exc).__name__}"}
     except SoftTimeLimitExceeded:
         job["status"] = "failed"
         job["error"] = {"field": "", "detail": f"took longer than {JOB_SOFT_TIME_LIMIT} s"}

@@ -20,9 +20,14 @@ from typing import Any
 from django.core.cache import cache
 
 from claims.snapshot import cluster_fingerprint
-from claims.whatif.engine import Progress, Simulation, evaluate
-from claims.whatif.inputs import JSON, ParsedInput, parse_input
+from claims.whatif.admission import api_server_checks, reserved_for_limit
+from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
+from claims.whatif.extended import class_mapping
+from claims.whatif.inputs import JSON
+from claims.whatif.nodefilter import check_all
 from claims.whatif.options import Options, parse_options
+from claims.whatif.placement import expand_daemons, gang_pods, place_pods
+from claims.whatif.pods import ParsedInput, distinct_claims, parse_input
 from claims.whatif.quota import admission
 from claims.whatif.state import ClusterView, build_view, cluster_state
 
@@ -45,15 +50,60 @@ def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
 
 
 def namespace_quotas(namespace: str) -> list[tuple[str, JSON, JSON]]:
-    """(name, hard, used) of each ResourceQuota in the namespace."""
+    """(name, hard, used) of each ResourceQuota of the namespace that applies to claims.
+
+    Upstream's ResourceClaim quota evaluator matches no scope, so a quota with `scopes` or a
+    `scopeSelector` never limits claims: those are left out (see `scoped_quotas`).
+    """
     from claims.models import ResourceQuota
 
     return [
         (name, hard or {}, used or {})
-        for name, hard, used in ResourceQuota.objects.filter(namespace=namespace)
+        for name, hard, used, obj in ResourceQuota.objects.filter(namespace=namespace)
         .order_by("name")
-        .values_list("name", "hard", "used")
+        .values_list("name", "hard", "used", "obj")
+        if not _scoped(obj)
     ]
+
+
+def scoped_quotas(namespace: str) -> list[str]:
+    """Names of the namespace's scoped ResourceQuotas (they never apply to claims)."""
+    from claims.models import ResourceQuota
+
+    return [
+        name
+        for name, obj in ResourceQuota.objects.filter(namespace=namespace)
+        .order_by("name")
+        .values_list("name", "obj")
+        if _scoped(obj)
+    ]
+
+
+def _scoped(obj: Any) -> bool:
+    spec = (obj or {}).get("spec") or {} if isinstance(obj, dict) else {}
+    return bool(spec.get("scopes") or (spec.get("scopeSelector") or {}).get("matchExpressions"))
+
+
+def extended_resource_mapping() -> dict[str, str]:
+    """Extended resource name -> the DeviceClass backing it, from the stored classes."""
+    from inventory.models import DeviceClass
+
+    return class_mapping(
+        {"metadata": {"name": name}, "spec": {"extendedResourceName": extended}}
+        for name, extended in DeviceClass.objects.values_list("name", "extended_resource_name")
+    )
+
+
+def served_claim_version() -> str:
+    """The resource.k8s.io version the ResourceClaim watch uses ("" before the first sync)."""
+    from inventory.models import SyncState
+
+    return str(
+        SyncState.objects.filter(kind="ResourceClaim")
+        .values_list("served_version", flat=True)
+        .first()
+        or ""
+    )
 
 
 def _observe(seconds: float) -> None:
@@ -109,9 +159,20 @@ def _cache_key(
         return {**obj, "metadata": meta}
 
     payload = {
-        "claims": [[strip_uid(c.obj), c.existing, c.classic, c.source] for c in parsed.claims],
+        "pods": [
+            [
+                p.ref,
+                p.source,
+                p.spec,
+                p.workload,
+                p.per_node,
+                [[strip_uid(c.obj), c.existing, c.classic, c.source] for c in p.claims],
+            ]
+            for p in parsed.pods
+        ],
         "namespace": parsed.namespace,
-        "tolerations": parsed.tolerations,
+        "namespaces": parsed.namespaces,
+        "ignored": parsed.ignored,
         "options": options.canonical(),
         "fingerprint": fingerprint,
         "quotas": quotas,
@@ -131,6 +192,7 @@ def what_if(
     features: Mapping[str, bool] | None = None,
     namespace: str | None = None,
     explain: bool = True,
+    gang: bool | str | None = False,
     use_cache: bool = True,
     progress: Progress | None = None,
 ) -> JSON:
@@ -177,16 +239,20 @@ def what_if(
         assume=assume,
         features=features,
         explain=explain,
+        gang=gang,
     )
     parsed = parse_input(
         source,
         namespace=namespace,
         # parse_input's Lookup callback is called positionally (kind, namespace, name).
         lookup=lambda kind, ns, name: lookup_object(kind=kind, namespace=ns, name=name),
+        extended=extended_resource_mapping(),
     )
     fingerprint = cluster_fingerprint()
     quotas = namespace_quotas(parsed.namespace)
-    key = _cache_key(parsed, options, fingerprint, quotas)
+    scoped = scoped_quotas(parsed.namespace)
+    served = served_claim_version()
+    key = _cache_key(parsed, options, fingerprint, [*quotas, ("scoped", scoped, served)])
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
@@ -197,7 +263,14 @@ def what_if(
             return answer
     with simulation_for(fingerprint, options) as sim:
         answer = answer_for(
-            parsed, options=options, view=sim.view, quotas=quotas, progress=progress, simulation=sim
+            parsed,
+            options=options,
+            view=sim.view,
+            quotas=quotas,
+            scoped_quotas=scoped,
+            served_version=served,
+            progress=progress,
+            simulation=sim,
         )
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if use_cache:
@@ -214,16 +287,33 @@ def answer_for(
     options: Options,
     view: ClusterView,
     quotas: list[tuple[str, JSON, JSON]],
+    scoped_quotas: Sequence[str] = (),
+    served_version: str = "",
     progress: Progress | None = None,
     simulation: Simulation | None = None,
 ) -> JSON:
     """The answer for parsed input over a cluster view (no database access)."""
     sim = simulation or Simulation(view, features=options.feature_set())
-    simulated = parsed.simulated
+    nodes = select_nodes(view.nodes, options)
+    pods, cut_note = expand_daemons(parsed.pods, nodes)
+    limit = reserved_for_limit(served_version)
+    claims = distinct_claims(pods)
+    refused, checks = api_server_checks(claims, namespaces=parsed.namespaces, reserved_limit=limit)
+    gang = options.gang or len(pods) <= 1
+    # The top-level answer (per-node fit, headroom, stranded devices) is about the gang or the
+    # first pod; `pods` then places every pod one after another.
+    focus = pods if gang else pods[:1]
+    simulated = [c for c in distinct_claims(focus) if not c.classic]
     if simulated:
+        filters = [p.node_filter for p in focus]
         answer = evaluate(
-            sim, simulated, options=options, tolerations=parsed.tolerations, progress=progress
+            sim,
+            simulated,
+            options=options,
+            node_check=lambda node: check_all(filters, node),
+            progress=progress,
         )
+        sim.reset()
     else:
         answer = {
             "fits": None,
@@ -231,17 +321,55 @@ def answer_for(
             "placements": [],
             "summary": None,
             "headroom": None,
-            "reasons": ["classic (v1alpha2) claims are allocated by their driver, not simulated"],
+            "reasons": [
+                "no pod to place"
+                if not pods
+                else "classic (v1alpha2) claims are allocated by their driver, not simulated"
+            ],
             "best": [],
             "diagnosis": None,
         }
+    if gang:
+        answer["pods"] = gang_pods(answer, pods)
+    else:
+        answer["pods"] = place_pods(
+            sim,
+            pods,
+            nodes=nodes,
+            refused=refused,
+            reserved_limit=limit,
+            explain=options.explain,
+            progress=progress,
+        )
+        if answer["fits"] is not None:
+            answer["fits"] = all(p["fits"] for p in answer["pods"])
+        answer["reasons"] = [
+            *answer["reasons"],
+            *(
+                f"pod {p['pod']}: {line}"
+                for p in answer["pods"][1:]
+                if not p["fits"]
+                for line in p["reasons"][:3]
+            ),
+        ]
+    blocking = [refused[c.ref] for c in claims if c.ref in refused]
+    if blocking:
+        answer["fits"] = False if answer["fits"] is not None else None
+        answer["reasons"] = [*dict.fromkeys(blocking), *answer["reasons"]]
+        if gang:
+            for pod in answer["pods"]:
+                pod.update(fits=False, node=None, claims=[], reasons=list(blocking))
     answer["quota"] = admission(
-        parsed.claims,
+        claims,
         namespace=parsed.namespace,
         quotas=quotas,
         classes=view.classes,
         copies=options.count,
     )
+    answer["quota"]["notApplied"] = [
+        {"quota": name, "reason": "scoped: quota scopes never match ResourceClaims"}
+        for name in scoped_quotas
+    ]
     answer["claims"] = [
         {
             "claim": c.ref,
@@ -249,9 +377,18 @@ def answer_for(
             "existing": c.existing,
             "driverAllocated": c.classic,
         }
-        for c in parsed.claims
+        for c in claims
     ]
-    answer["driverAllocated"] = [c.ref for c in parsed.classic]
+    answer["apiServer"] = {
+        "checks": checks,
+        "reservedForLimit": limit,
+        "servedVersion": served_version,
+    }
+    answer["ignored"] = list(parsed.ignored) + (
+        [{"document": "", "kind": "DaemonSet", "name": "", "reason": cut_note}] if cut_note else []
+    )
+    answer["gang"] = gang
+    answer["driverAllocated"] = [c.ref for c in claims if c.classic]
     answer["simulated"] = bool(simulated)
     answer["assumed"] = list(view.assumed)
     answer["namespace"] = parsed.namespace

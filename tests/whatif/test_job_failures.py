@@ -10,12 +10,12 @@ from tests.whatif.helpers import URL, claim_yaml
 @pytest.mark.django_db
 def test_unexpected_error_marks_the_job_failed(demo, api, monkeypatch, caplog) -> None:
     """A bug inside what-if ends the job failed with a generic message, and is logged."""
-    import claims.services
+    import claims.whatif.request
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(claims.services, "what_if", broken)
+    monkeypatch.setattr(claims.whatif.request, "what_if", broken)
     created = api.post(URL + "jobs/", {"yaml": claim_yaml()}, format="json")
     assert created.status_code == 202
     job = api.get(f"{URL}jobs/{created.json()['id']}/").json()
