@@ -13,10 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from tests.whatif.conftest import load_objects
-
 DRIVER = "gpu.example.com"
 NODES = ("node-a", "node-b", "node-c", "node-d")
 GPUS_PER_NODE = 2
@@ -84,9 +80,3 @@ def objects() -> list[dict[str, Any]]:
 def schedulable_for(tolerates_dedicated: bool = False) -> list[str]:
     """Nodes a plain pod may use, in name order."""
     return [n for n in NODES if n != "node-d" and (tolerates_dedicated or n != "node-c")]
-
-
-@pytest.fixture
-def small(db) -> dict[str, list[dict[str, Any]]]:
-    """The four-node cluster in the database."""
-    return load_objects(objects())

@@ -52,3 +52,11 @@ def eager_tasks() -> Iterator[None]:
 def demo(db) -> dict[str, list[dict[str, Any]]]:
     """A 20-node demo cluster in the database."""
     return load_objects(generate_demo_cluster(nodes=20, seed=7))
+
+
+@pytest.fixture
+def small(db) -> dict[str, list[dict[str, Any]]]:
+    """The four-node cluster of `tests.whatif.cluster` in the database."""
+    from tests.whatif.cluster import objects
+
+    return load_objects(objects())

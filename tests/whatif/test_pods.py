@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from claims.services import what_if
-from tests.whatif.cluster import GPUS_PER_NODE, NODES, schedulable_for, small  # noqa: F401
+from tests.whatif.cluster import CLASS_CONFIG, GPUS_PER_NODE, NODES, schedulable_for
 from tests.whatif.helpers import URL
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -113,8 +113,6 @@ def test_a_claim_two_pods_name_is_allocated_once(small) -> None:
 
 def test_the_allocation_config_is_in_the_answer(small) -> None:
     """Each claim's allocation carries the class's config, as the allocator returns it."""
-    from tests.whatif.cluster import CLASS_CONFIG
-
     answer = what_if(fixture("basic-resourceclaimtemplate.yaml"), use_cache=False)
     config = answer["pods"][0]["claims"][0]["config"]
     assert [c["opaque"] for c in config] == [c["opaque"] for c in CLASS_CONFIG]
