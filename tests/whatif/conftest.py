@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
+from claims.sync import forget_dra_extended_names
 from claims.whatif.service import forget_simulations
 from claims.whatif.state import forget_cluster_state
 from inventory.demo import generate_demo_cluster
@@ -34,6 +35,7 @@ def fresh_caches() -> None:
     """Every test starts without kept cluster state, simulations or cached answers."""
     forget_cluster_state()
     forget_simulations()
+    forget_dra_extended_names()
     cache.clear()
 
 
