@@ -1,9 +1,12 @@
 """What-if, headroom and pending-claim diagnosis over the synced cluster.
 
-`claims.services` re-exports the public functions; this package holds the parts: input parsing
-(`inputs`), options (`options`), the cached cluster state and assumed changes (`state`), the
-allocation runs (`engine`), quota admission (`quota`), the service entry point (`service`) and
-diagnoses of pending claims (`diagnosis`).
+`claims.services` re-exports the public functions; this package holds the parts: input text
+(`inputs`), documents to pods (`pods`, with `workloads` and `extended` for the scheduler's
+implicit claims), options (`options`), the cached cluster state and assumed changes (`state`),
+the scheduler's node filters (`nodefilter`), the allocation runs (`simulation`, `engine`,
+`headroom`), pods placed in turn (`placement`), the API server's refusals (`admission`), quota
+(`quota`), the service entry point (`service`), the request mapping shared by the REST view and
+the job (`request`) and diagnoses of pending claims (`diagnosis`).
 """
 
 from claims.whatif.inputs import WhatIfError

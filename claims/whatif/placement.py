@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.engine import (
     BEST_NODES,
     Progress,
@@ -108,11 +109,13 @@ def _filtered(entry: JSON, node: str, found: tuple[str, str]) -> None:
         entry["filtered"]["nodes"].append({"node": node, "filter": found[0], "reason": found[1]})
 
 
-def _unavailable(entry: JSON, total: int) -> str:
+def _unavailable(entry: JSON, total: int, *, unallocatable: int) -> str:
     """The scheduler's summary line: `0/N nodes are available: ...`."""
     parts = [
         f"{count} {_REASONS[name]}" for name, count in sorted(entry["filtered"]["counts"].items())
     ]
+    if unallocatable:
+        parts.append(f"{unallocatable} node(s) cannot allocate all claims")
     return f"0/{total} nodes are available" + (": " + ", ".join(parts) if parts else "")
 
 
@@ -207,7 +210,7 @@ def place_pods(
             break
         else:
             _explain(sim, entry, pod, bodies, new, pinned, passing, closest, explain)
-            entry["reasons"].insert(0, _unavailable(entry, len(nodes)))
+            entry["reasons"].insert(0, _unavailable(entry, len(nodes), unallocatable=len(passing)))
         if progress is not None:
             progress(index + 1, len(pods), "pods")
     return answers
@@ -215,13 +218,14 @@ def place_pods(
 
 def _spec_key(pod: InputPod, bodies: Sequence[JSON], pins: Sequence[JSON]) -> str:
     specs = [b.get("spec") for b in bodies]
+    node_filter = pod.node_filter
     text = json.dumps(
         [
             specs,
-            pod.spec.get("tolerations"),
-            pod.spec.get("nodeSelector"),
-            pod.spec.get("affinity"),
-            pod.spec.get("nodeName"),
+            node_filter.node_name,
+            node_filter.node_selector,
+            node_filter.affinity.raw if node_filter.affinity is not None else None,
+            node_filter.tolerations,
             pins,
         ],
         sort_keys=True,
@@ -236,7 +240,7 @@ def _explain(
     pod: InputPod,
     bodies: list[JSON],
     new: list[InputClaim],
-    pins: list,
+    pins: list[NodeSelector],
     passing: list[JSON],
     closest: dict[str, list[JSON]],
     explain: bool,

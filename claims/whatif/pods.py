@@ -88,10 +88,6 @@ class ParsedInput:
     def classic(self) -> list[InputClaim]:
         return [c for c in self.claims if c.classic]
 
-    @property
-    def tolerations(self) -> list[JSON]:
-        return [t for pod in self.pods for t in pod.node_filter.tolerations]
-
 
 def distinct_claims(pods: Sequence[InputPod]) -> list[InputClaim]:
     """The pods' claims in order, each once: a claim several pods name is one object."""

@@ -196,16 +196,22 @@ def what_if(
     use_cache: bool = True,
     progress: Progress | None = None,
 ) -> JSON:
-    """Would these claims fit, where, with which devices, and if not, why? (read-only)
+    """Would these pods and claims fit, where, with which devices, and if not, why? (read-only)
 
     `source`: YAML or JSON text (several documents or a `kind: List` allowed), a parsed object,
-    or a list of objects: ResourceClaims (allocated together, like one pod's claims), a
-    ResourceClaimTemplate, a Pod or a workload with a pod template (its `resourceClaims` name
-    templates, looked up in the input then the database, or existing claims), or a bare claim
-    spec `{"devices": ...}`; any API version the sync understands.
+    or a list of objects, in any API version the sync understands: Pods and workloads
+    (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob; expanded to the pods their
+    controllers make), whose `resourceClaims` name templates (looked up in the input, then the
+    database) or claims, and whose containers may ask for extended resources a DeviceClass backs
+    (the scheduler's implicit claim); ResourceClaims and templates (without any pod: allocated
+    together, like one pod's claims); a bare claim spec `{"devices": ...}`; Namespaces (their
+    labels decide the admin-access check). Other kinds are listed in `ignored`.
+    Pods are placed one after another, each seeing the devices the previous took; `gang` puts
+    all the input's claims on one node instead (all or nothing).
     Options: `nodes` (names; `node` is one name) and `node_selector` (`k=v,k2 in (a,b)` or a
-    map) restrict the nodes; `count` copies are placed first-fit in node-name order, each seeing
-    the ones before (headroom; capped at 10,000, "max" for the cap); `assume` is a list of
+    map) restrict the nodes; `count` copies (of the gang, or of the first pod) are placed
+    first-fit in node-name order, each seeing the ones before (headroom; capped at 10,000, "max"
+    for the cap); `assume` is a list of
     changes applied to a private copy of the cluster: {"op": "release-claim", "claim": "ns/n"},
     {"op": "remove-node", "node": n}, {"op": "add-nodes", "like": n, "count": k},
     {"op": "taint-device", "device": "drv/pool/dev", "taint": {"key", "value", "effect"}},
@@ -213,19 +219,25 @@ def what_if(
     {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
     is the default namespace of the input (and the quota checked).
 
-    Returns a JSON-ready dict:
-    `fits` (a schedulable node fits), `nodes` [{node, schedulable, fits, claims: [{claim,
-    devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
-    nodeSelector}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
+    Returns a JSON-ready dict. About the gang (or the first pod): `nodes` [{node, schedulable,
+    filter?: {filter, reason} (the scheduler filter that removed the node), fits, claims:
+    [{claim, devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
+    nodeSelector, config}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
     remaining}]}] | error}], `placements` (fitting schedulable nodes: {node, devices, claims}),
     `summary` {nodesChecked, nodesFit, nodesFitSchedulable, firstNode, headroom, count,
     countCapped, stranded: {total, byNode}}, `headroom` {requested, placed, placements: [{node,
-    copies}], stoppedBecause, exhausted}, `quota` {namespace, checked, allowed, items: [{quota,
-    resource, hard, used, requested, exceeded}], copiesAllowed, message}, `reasons` (lines, when
-    nothing fits), `best` (the nodes that came closest: {node, reasons}), `diagnosis` ({reasons,
-    node, requests} of the closest node, when nothing fits), `claims` [{claim, source, existing,
-    driverAllocated}], `driverAllocated` (classic v1alpha2 claims: not simulated), `simulated`,
-    `assumed` (lines), `namespace`, `fingerprint`, `cached`, `elapsedSeconds`.
+    copies}], stoppedBecause, exhausted}, `best` (the nodes that came closest: {node, reasons}),
+    `diagnosis` ({reasons, node, requests} of the closest node, when nothing fits). Per pod:
+    `pods` [{pod, source, workload, fits, node, claims: [{claim, devices, nodeSelector, config,
+    shared, driverAllocated}], filtered: {counts: {filter: nodes}, nodes: [{node, filter,
+    reason}]}, reasons, best}]. Overall: `fits` (every pod placed; None when nothing is
+    simulated), `reasons` (lines, when something does not fit), `quota` {namespace, checked,
+    allowed, items: [{quota, resource, hard, used, requested, exceeded}], copiesAllowed,
+    message, notApplied: [{quota, reason}]}, `apiServer` {checks: [{claim, check, allowed
+    (None: unknown), message}], reservedForLimit, servedVersion}, `claims` [{claim, source,
+    existing, driverAllocated}], `ignored` [{document, kind, name, reason}], `gang`,
+    `driverAllocated` (classic v1alpha2 claims: not simulated), `simulated`, `assumed` (lines),
+    `namespace`, `fingerprint`, `cached`, `elapsedSeconds`.
 
     Raises WhatIfError (a ValueError with `.field` and `.message`) for bad input.
     """
