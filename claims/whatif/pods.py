@@ -126,7 +126,7 @@ class _Reader:
         self.templates: dict[tuple[str, str], JSON] = {}
         self.claims: dict[tuple[str, str], InputClaim] = {}
         self.existing: dict[tuple[str, str], InputClaim] = {}
-        self.used: set[tuple[str, str]] = set()
+        self.used: set[tuple[str, str, str]] = set()
 
     def claim_for(self, entry: Any, *, pod: JSON, path: str) -> InputClaim:
         if not isinstance(entry, Mapping):
@@ -283,10 +283,10 @@ def parse_input(
         reader.namespace = first_namespace
     has_pod = any(kind == "Pod" for _, kind, _, _, _ in pending)
     loose: list[InputClaim] = []
-    for where, kind, objects, workload, per_node in pending:
+    for where, kind, objects, label, per_node in pending:
         if kind == "Pod":
             for obj in objects:
-                pod = reader.pod(obj, where=where, workload=workload, per_node=per_node)
+                pod = reader.pod(obj, where=where, workload=label, per_node=per_node)
                 if pod.claims:
                     parsed.pods.append(pod)
                 else:
@@ -333,8 +333,8 @@ def parse_input(
         len(parsed.claims) > MAX_TOTAL_CLAIMS
     ):
         raise WhatIfError("yaml", f"at most {MAX_CLAIMS} claims per pod in one what-if")
-    for claim in parsed.simulated:
-        _check_claim(claim)
+    for input_claim in parsed.simulated:
+        _check_claim(input_claim)
     return parsed
 
 

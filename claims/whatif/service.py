@@ -152,7 +152,12 @@ def forget_simulations() -> None:
 
 
 def _cache_key(
-    parsed: ParsedInput, options: Options, fingerprint: str, quotas: list[tuple[str, JSON, JSON]]
+    parsed: ParsedInput,
+    options: Options,
+    fingerprint: str,
+    quotas: list[tuple[str, JSON, JSON]],
+    *,
+    extra: Sequence[Any] = (),
 ) -> str:
     def strip_uid(obj: JSON) -> JSON:
         meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "uid"}
@@ -176,6 +181,7 @@ def _cache_key(
         "options": options.canonical(),
         "fingerprint": fingerprint,
         "quotas": quotas,
+        "extra": list(extra),
     }
     text = json.dumps(payload, sort_keys=True, default=str)
     return _CACHE_PREFIX + hashlib.sha256(text.encode()).hexdigest()
@@ -264,7 +270,7 @@ def what_if(
     quotas = namespace_quotas(parsed.namespace)
     scoped = scoped_quotas(parsed.namespace)
     served = served_claim_version()
-    key = _cache_key(parsed, options, fingerprint, [*quotas, ("scoped", scoped, served)])
+    key = _cache_key(parsed, options, fingerprint, quotas, extra=[scoped, served])
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
