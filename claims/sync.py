@@ -1,11 +1,16 @@
 """Store claims, templates, pods with claims, quotas and classic scheduling contexts.
 
+Pods are kept when they use ResourceClaims or ask for an extended resource backed by a
+DeviceClass (the scheduler then makes a claim for them). A pod listed before the class that backs
+its resource existed is only kept from its next event or list.
+
 Registers one handler per kind with `inventory.sync`, which owns batching, normalization and
 publishing; this module only knows how each kind maps onto its rows.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +25,9 @@ from claims.models import (
 )
 from claims.models import Pod as PodModel
 from claims.tasks import schedule_diagnoses
+from claims.whatif.extended import DEVICE_CLASS_PREFIX, requested_names
 from inventory.choices import Kind
-from inventory.models import KubeObject
+from inventory.models import DeviceClass, KubeObject
 from inventory.sync import (
     AFTER_COMMIT,
     JSON,
@@ -192,7 +198,42 @@ def template_columns(obj: JSON) -> JSON:
 
 
 def pod_uses_claims(obj: Mapping[str, Any]) -> bool:
-    return bool((obj.get("spec") or {}).get("resourceClaims"))
+    """Pods with ResourceClaims, or asking for an extended resource a DeviceClass backs."""
+    spec = obj.get("spec") or {}
+    if spec.get("resourceClaims"):
+        return True
+    asked = requested_names(spec)
+    if not asked:
+        return False
+    if any(name.startswith(DEVICE_CLASS_PREFIX) for name in asked):
+        return True
+    return bool(asked & dra_extended_names())
+
+
+# Extended resource names DeviceClasses back: read once per DRA_NAMES_SECONDS, and again as soon
+# as a sync batch of this process changed a class.
+DRA_NAMES_SECONDS = 30.0
+_dra_names: tuple[float, frozenset[str]] | None = None
+
+
+def dra_extended_names() -> frozenset[str]:
+    """The `spec.extendedResourceName`s of the stored DeviceClasses."""
+    global _dra_names
+    now = time.monotonic()
+    if _dra_names is None or now - _dra_names[0] > DRA_NAMES_SECONDS:
+
+        names = DeviceClass.objects.exclude(extended_resource_name="").values_list(
+            "extended_resource_name", flat=True
+        )
+        _dra_names = (now, frozenset(names))
+    return _dra_names[1]
+
+
+def forget_dra_extended_names(result: BatchResult | None = None) -> None:
+    """Read the classes' extended resource names again next time (after classes changed)."""
+    global _dra_names
+    if result is None or "classes" in result.changed:
+        _dra_names = None
 
 
 # What the dashboard keeps of a pod spec: scheduling and claims. Environment values, commands,
@@ -291,6 +332,7 @@ def trigger_diagnoses(result: BatchResult) -> None:
 
 def register_handlers() -> None:
     AFTER_COMMIT.append(trigger_diagnoses)
+    AFTER_COMMIT.append(forget_dra_extended_names)
     register(
         KindHandler(
             Kind.RESOURCE_CLAIM,

@@ -20,7 +20,8 @@ from django.core.cache import cache
 
 from claims.whatif.diagnosis import diagnose_all
 from claims.whatif.inputs import WhatIfError
-from claims.whatif.service import what_if
+from claims.whatif.options import REQUEST_KEYS
+from claims.whatif.request import run_request
 from dashboard.live import publish_changes
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,6 @@ DIAGNOSIS_DEBOUNCE_SECONDS = 5
 _JOB_PREFIX = "whatif:job:"
 _DEBOUNCE_KEY = "whatif:diagnoses:queued"
 _PROGRESS_INTERVAL = 0.5
-
-# Keys of a job request passed to claims.whatif.service.what_if.
-REQUEST_KEYS = ("yaml", "nodes", "nodeSelector", "count", "assume", "features", "namespace")
 
 
 def job_key(job_id: str) -> str:
@@ -93,23 +91,11 @@ def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
         _store(job)
 
     try:
-        job["result"] = what_if(
-            request.get("yaml"),
-            nodes=request.get("nodes"),
-            node_selector=request.get("nodeSelector"),
-            count=request.get("count") if request.get("count") is not None else 1,
-            assume=request.get("assume"),
-            features=request.get("features"),
-            namespace=request.get("namespace"),
-            progress=progress,
-        )
+        job["result"] = run_request(request, progress=progress)
         job["status"] = "done"
     except WhatIfError as exc:
         job["status"] = "failed"
         job["error"] = exc.as_dict()
-    except (RecursionError, MemoryError) as exc:
-        job["status"] = "failed"
-        job["error"] = {"field": "yaml", "detail": f"input too complex: {type(exc).__name__}"}
     except SoftTimeLimitExceeded:
         job["status"] = "failed"
         job["error"] = {"field": "", "detail": f"took longer than {JOB_SOFT_TIME_LIMIT} s"}

@@ -1,10 +1,11 @@
 """What-if endpoints: a synchronous answer, and jobs that run on a Celery worker.
 
 `POST /api/claims/what-if/` takes JSON ({"yaml": ..., "nodes", "nodeSelector", "count",
-"assume", "features", "namespace"}) or the raw YAML with Content-Type application/yaml (options
-then come from the query string). `POST /api/claims/what-if/jobs/` queues the same request and
-`GET /api/claims/what-if/jobs/<id>/` reads its progress and answer. Bad input is a 400 that
-names the field; nothing here writes cluster objects.
+"assume", "features", "namespace", "gang"}) or the raw YAML with Content-Type application/yaml
+(options then come from the query string). `POST /api/claims/what-if/jobs/` queues the same
+request and `GET /api/claims/what-if/jobs/<id>/` reads its progress and answer. Both go through
+`claims.whatif.request.run_request`. Bad input is a 400 that names the field; nothing here writes
+cluster objects.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from claims.tasks import REQUEST_KEYS, create_job, get_job
+from claims.tasks import create_job, get_job
 from claims.whatif.inputs import WhatIfError
-from claims.whatif.service import what_if
+from claims.whatif.request import REQUEST_KEYS, run_request
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 
@@ -69,6 +70,11 @@ class WhatIfRequestSerializer(serializers.Serializer):
     )
     features = serializers.JSONField(required=False, help_text="Allocator feature switches.")
     namespace = serializers.CharField(required=False, help_text="Default namespace.")
+    gang = serializers.BooleanField(
+        required=False,
+        help_text="All claims of the input on one node, all or nothing (default: pods are "
+        "placed one after another).",
+    )
 
 
 class WhatIfErrorSerializer(serializers.Serializer):
@@ -140,20 +146,9 @@ class WhatIfView(APIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            body = read_request(request)
-            answer = what_if(
-                body["yaml"],
-                nodes=body.get("nodes"),
-                node_selector=body.get("nodeSelector"),
-                count=body["count"] if body.get("count") is not None else 1,
-                assume=body.get("assume"),
-                features=body.get("features"),
-                namespace=body.get("namespace"),
-            )
+            answer = run_request(read_request(request))
         except WhatIfError as exc:
             return _bad(exc)
-        except (RecursionError, MemoryError) as exc:
-            return _bad(WhatIfError("yaml", f"input too complex: {type(exc).__name__}"))
         return Response(answer)
 
 

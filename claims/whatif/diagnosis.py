@@ -1,8 +1,10 @@
 """Diagnoses of pending claims: for each claim a pod waits for, why it does not fit (kept current).
 
 `refresh_diagnoses` reads the cluster once, builds one `Simulation`, asks it for every waiting
-claim (claims with the same spec share one answer) and writes `ResourceClaim.diagnosis` where it
-changed; claims nobody waits for any more lose theirs. It only writes those two columns.
+claim and writes `ResourceClaim.diagnosis` where it changed; claims nobody waits for any more lose
+theirs. It only writes those two columns. Claims with the same spec in the same namespace, waited
+for by pods with the same node constraints, share one computation (a Deployment's replicas),
+made under a placeholder name that each diagnosis then replaces by its own claim's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from claims.models import Pod, ResourceClaim
 from claims.snapshot import cluster_fingerprint
 from claims.whatif.engine import Simulation, evaluate
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
+from claims.whatif.nodefilter import NodeFilter
 from claims.whatif.options import Options
 from claims.whatif.state import build_view, cluster_state
 from dashboard.live import publish_changes
@@ -28,6 +31,8 @@ from dashboard.live import publish_changes
 log = logging.getLogger(__name__)
 
 _LAST_RUN_KEY = "whatif:diagnoses:last"
+# The name shared computations use; never a valid claim name (it has upper-case letters).
+_PLACEHOLDER = "Diagnosed-Claim-Placeholder"
 
 
 def waiting_claims() -> dict[tuple[str, str], list[JSON]]:
@@ -43,12 +48,19 @@ def waiting_claims() -> dict[tuple[str, str], list[JSON]]:
             for s in statuses or []
             if s.get("resourceClaimName")
         }
-        tolerations = ((obj or {}).get("spec") or {}).get("tolerations") or []
+        spec = (obj or {}).get("spec") or {}
+        constraints = {
+            k: spec.get(k) for k in ("tolerations", "nodeSelector", "affinity") if spec.get(k)
+        }
         for entry in entries or []:
             claim_name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
             if claim_name:
                 waiting.setdefault((namespace, str(claim_name)), []).append(
-                    {"pod": name, "tolerations": tolerations}
+                    {
+                        "pod": name,
+                        "tolerations": constraints.get("tolerations") or [],
+                        "constraints": constraints,
+                    }
                 )
     return waiting
 
@@ -68,9 +80,25 @@ def _compact(answer: JSON, pods: list[str], fingerprint: str) -> JSON:
     }
 
 
-def _spec_key(obj: JSON, tolerations: Any) -> str:
-    text = json.dumps([obj.get("spec"), tolerations], sort_keys=True, default=str)
+def _spec_key(obj: JSON, namespace: str, constraints: Any) -> str:
+    text = json.dumps([obj.get("spec"), namespace, constraints], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _node_filter(constraints: JSON, *, where: str) -> NodeFilter:
+    try:
+        return NodeFilter.from_pod_spec(constraints, where=where)
+    except WhatIfError:
+        # A stored pod the API server accepted; keep what can be read.
+        return NodeFilter(tolerations=list(constraints.get("tolerations") or []))
+
+
+def _own(answer: JSON, *, namespace: str, name: str) -> JSON:
+    """A shared answer with the placeholder claim replaced by this claim."""
+    text = json.dumps(answer).replace(
+        json.dumps(f"{namespace}/{_PLACEHOLDER}")[1:-1], json.dumps(f"{namespace}/{name}")[1:-1]
+    )
+    return dict(json.loads(text))
 
 
 def diagnose_all(*, force: bool = False) -> dict[str, int]:
@@ -103,22 +131,31 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
                 "fingerprint": fingerprint,
             }
             continue
-        tolerations = pods[0]["tolerations"]
-        key = _spec_key(obj, tolerations)
+        constraints = pods[0]["constraints"]
+        key = _spec_key(obj, namespace, constraints)
         answer = by_spec.get(key)
         if answer is None:
             if sim is None:
                 state, slice_cache = cluster_state(fingerprint=fingerprint)
                 view = build_view(state, slice_cache, [])
                 sim = Simulation(view, features=Options().feature_set())
-            claim = InputClaim(obj=obj, source=f"ResourceClaim {namespace}/{name}")
+            meta = {**(obj.get("metadata") or {}), "name": _PLACEHOLDER, "namespace": namespace}
+            claim = InputClaim(
+                obj={**obj, "metadata": meta}, source=f"ResourceClaim {namespace}/{_PLACEHOLDER}"
+            )
+            node_filter = _node_filter(constraints, where=f"Pod {namespace}/{pod_names[0]}")
             try:
                 answer = evaluate(
-                    sim, [claim], options=Options(), tolerations=tolerations, with_stranded=False
+                    sim,
+                    [claim],
+                    options=Options(),
+                    node_check=node_filter.check,
+                    with_stranded=False,
                 )
             except WhatIfError as exc:
                 answer = {"fits": False, "error": exc.as_dict(), "reasons": [str(exc)]}
             by_spec[key] = answer
+        answer = _own(answer, namespace=namespace, name=name)
         compact = _compact(answer, pod_names, fingerprint)
         if "error" in answer:
             compact["error"] = answer["error"]

@@ -7,7 +7,7 @@ here writes to the database.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.headroom import Progress, place_copies, stranded_devices
@@ -17,9 +17,11 @@ from claims.whatif.simulation import (
     NodeVerdict,
     Simulation,
     flatten_devices,
-    node_schedulable,
     report_dict,
 )
+
+# node -> (filter, reason) of the scheduler filter that removes it, ("", "") when none does.
+NodeCheck = Callable[[JSON], tuple[str, str]]
 
 BEST_NODES = 3
 
@@ -30,8 +32,8 @@ __all__ = [
     "Simulation",
     "claim_objects",
     "evaluate",
+    "claim_entries",
     "flatten_devices",
-    "node_schedulable",
     "parse_pins",
     "report_dict",
     "select_nodes",
@@ -65,7 +67,7 @@ def evaluate(
     claims: Sequence[InputClaim],
     *,
     options: Options,
-    tolerations: Sequence[JSON],
+    node_check: NodeCheck,
     progress: Progress | None = None,
     with_stranded: bool = True,
 ) -> JSON:
@@ -80,13 +82,15 @@ def evaluate(
         for c in first_claims
     ]
     verdicts: list[NodeVerdict] = []
+    filters: list[tuple[str, str]] = []
     total = len(nodes)
     for index, node in enumerate(nodes):
+        filters.append(node_check(node))
         verdicts.append(
             sim.verdict(
                 node,
                 first_claims,
-                schedulable=node_schedulable(node, tolerations),
+                schedulable=not filters[-1][0],
                 pins=pins,
                 inputs=claims,
                 with_reasons=options.explain,
@@ -96,7 +100,7 @@ def evaluate(
             progress(index + 1, total, "nodes")
     if progress is not None:
         progress(total, total, "nodes")
-    node_entries = [_node_entry(v, refs) for v in verdicts]
+    node_entries = [_node_entry(v, refs, f) for v, f in zip(verdicts, filters, strict=True)]
     fitting = [v for v in verdicts if v.fits]
     first = next((v for v in fitting if v.schedulable), None)
     headroom = place_copies(
@@ -121,16 +125,16 @@ def evaluate(
     failing = sorted((v for v in verdicts if not v.fits), key=lambda v: (-v.score(), v.node))[
         :BEST_NODES
     ]
-    best = [_best_entry(v) for v in failing]
-    reasons = [] if fitting else _reason_lines(failing)
+    best = [best_entry(v) for v in failing]
+    reasons = [] if fitting else reason_lines(failing)
     return {
         "fits": first is not None,
         "nodes": node_entries,
         "placements": [
             {
                 "node": v.node,
-                "devices": [d for e in _claim_entries(v, refs) for d in e["devices"]],
-                "claims": _claim_entries(v, refs),
+                "devices": [d for e in claim_entries(v.results, refs) for d in e["devices"]],
+                "claims": claim_entries(v.results, refs),
             }
             for v in fitting
             if v.schedulable
@@ -174,21 +178,29 @@ def select_nodes(nodes: Sequence[JSON], options: Options) -> list[JSON]:
     return chosen
 
 
-def _claim_entries(verdict: NodeVerdict, refs: Sequence[str]) -> list[JSON]:
+def claim_entry(ref: str, allocation: JSON) -> JSON:
+    """One claim's allocation as the answer shows it: devices, nodeSelector and config."""
+    return {
+        "claim": ref,
+        "devices": flatten_devices(ref, allocation),
+        "nodeSelector": allocation.get("nodeSelector"),
+        # As the allocator returns it: class config first, then the claim's, with their source.
+        "config": (allocation.get("devices") or {}).get("config") or [],
+    }
+
+
+def claim_entries(results: Sequence[JSON] | None, refs: Sequence[str]) -> list[JSON]:
     return [
-        {
-            "claim": ref,
-            "devices": flatten_devices(ref, allocation),
-            "nodeSelector": allocation.get("nodeSelector"),
-        }
-        for ref, allocation in zip(refs, verdict.results or [], strict=False)
+        claim_entry(ref, allocation) for ref, allocation in zip(refs, results or [], strict=False)
     ]
 
 
-def _node_entry(verdict: NodeVerdict, refs: Sequence[str]) -> JSON:
+def _node_entry(verdict: NodeVerdict, refs: Sequence[str], node_filter: tuple[str, str]) -> JSON:
     entry: JSON = {"node": verdict.node, "schedulable": verdict.schedulable, "fits": verdict.fits}
+    if node_filter[0]:
+        entry["filter"] = {"filter": node_filter[0], "reason": node_filter[1]}
     if verdict.fits:
-        entry["claims"] = _claim_entries(verdict, refs)
+        entry["claims"] = claim_entries(verdict.results, refs)
     elif verdict.error:
         entry["error"] = verdict.error
     elif verdict.pinned_out:
@@ -198,7 +210,7 @@ def _node_entry(verdict: NodeVerdict, refs: Sequence[str]) -> JSON:
     return entry
 
 
-def _best_entry(verdict: NodeVerdict) -> JSON:
+def best_entry(verdict: NodeVerdict) -> JSON:
     reasons = [
         {"claim": r.claim, "request": r.request, "stage": r.blocking_stage, "reason": r.message}
         for r in verdict.reports
@@ -208,7 +220,7 @@ def _best_entry(verdict: NodeVerdict) -> JSON:
     return {"node": verdict.node, "reasons": reasons}
 
 
-def _reason_lines(failing: Sequence[NodeVerdict]) -> list[str]:
+def reason_lines(failing: Sequence[NodeVerdict]) -> list[str]:
     lines = []
     for verdict in failing:
         if verdict.error or verdict.pinned_out:

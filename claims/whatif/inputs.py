@@ -1,10 +1,9 @@
-"""What-if input: YAML or JSON text (or parsed objects) turned into v1 claims to allocate.
+"""What-if input: YAML or JSON text (or parsed objects) turned into documents, and claim checks.
 
-Accepted documents, in any API version `inventory.kube.normalize` supports: ResourceClaim,
-ResourceClaimTemplate, Pod, a workload with a pod template (Deployment, Job, StatefulSet, ...,
-CronJob), a bare claim spec (`{"devices": ...}`) and `kind: List`. A pod's `resourceClaims` name
-templates (looked up among the documents first, then in the database) or existing claims. Every
-problem becomes a `WhatIfError` naming the document and field.
+`load_documents` reads the text (several documents, `kind: List`); `_normalize` brings one object
+to the v1 shape; `_check_claim` makes the API server's checks of a claim to create. Turning the
+documents into pods and claims is `claims.whatif.pods`. Every problem becomes a `WhatIfError`
+naming the document and field.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import copy
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -28,11 +27,6 @@ MAX_DOCUMENTS = 64
 MAX_CLAIMS = 32
 MAX_REQUESTS_PER_CLAIM = 32
 DEFAULT_NAMESPACE = "default"
-
-# Workloads whose pod template sits at spec.template (or spec.jobTemplate.spec.template).
-_WORKLOAD_KINDS = frozenset(
-    {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController"}
-)
 
 
 class WhatIfError(ValueError):
@@ -63,24 +57,6 @@ class InputClaim:
     def ref(self) -> str:
         meta = self.obj.get("metadata") or {}
         return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-@dataclass
-class ParsedInput:
-    """The claims of a what-if request and the pod tolerations that decide schedulable nodes."""
-
-    claims: list[InputClaim] = field(default_factory=list)
-    namespace: str = DEFAULT_NAMESPACE
-    tolerations: list[JSON] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
-
-    @property
-    def simulated(self) -> list[InputClaim]:
-        return [c for c in self.claims if not c.classic]
-
-    @property
-    def classic(self) -> list[InputClaim]:
-        return [c for c in self.claims if c.classic]
 
 
 # Looks up a stored object: (kind, namespace, name) -> normalized object or None.
@@ -169,152 +145,6 @@ def _claim_from_template(template: JSON, *, name: str, namespace: str) -> JSON:
         "spec": copy.deepcopy(spec.get("spec") or {}),
         **({"classic": copy.deepcopy(template["classic"])} if "classic" in template else {}),
     }
-
-
-def _pod_from_workload(document: Mapping[str, Any], *, where: str) -> JSON:
-    spec = document.get("spec")
-    if not isinstance(spec, Mapping):
-        raise WhatIfError(f"{where}: spec", "required field missing")
-    if document.get("kind") == "CronJob":
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-        template_path = "spec.jobTemplate.spec.template"
-    else:
-        template_path = "spec.template"
-    template = spec.get("template") if isinstance(spec, Mapping) else None
-    if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
-        raise WhatIfError(f"{where}: {template_path}", "a pod template is required")
-    meta = document.get("metadata") or {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": str(meta.get("name") or "what-if"),
-            **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
-        },
-        "spec": copy.deepcopy(dict(template["spec"])),
-    }
-
-
-def _document_kind(document: Any, *, where: str) -> str:
-    if not isinstance(document, Mapping):
-        raise WhatIfError(where, f"expected an object, got {type(document).__name__}")
-    kind = document.get("kind")
-    if kind is None and isinstance(document.get("devices"), Mapping):
-        return "ClaimSpec"
-    if not isinstance(kind, str) or not kind:
-        raise WhatIfError(f"{where}: kind", "required field missing")
-    return kind
-
-
-def parse_input(source: Any, *, namespace: str | None, lookup: Lookup | None = None) -> ParsedInput:
-    """Documents -> claims to allocate, in document order (pod claims in the pod's order)."""
-    documents = load_documents(source)
-    ns_default = namespace or DEFAULT_NAMESPACE
-    parsed = ParsedInput(namespace=ns_default)
-    templates: dict[tuple[str, str], JSON] = {}
-    claims: dict[tuple[str, str], JSON] = {}
-    normalized: list[tuple[str, str, JSON]] = []
-    for index, document in enumerate(documents):
-        where = f"yaml: document {index + 1}"
-        kind = _document_kind(document, where=where)
-        parsed.kinds.append(kind)
-        if kind == "ClaimSpec":
-            document = {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": "what-if"},
-                "spec": document,
-            }
-            kind = "ResourceClaim"
-        elif kind in _WORKLOAD_KINDS or kind == "CronJob":
-            document = _pod_from_workload(document, where=where)
-            kind = "Pod"
-        elif kind not in {"ResourceClaim", "ResourceClaimTemplate", "Pod"}:
-            raise WhatIfError(
-                f"{where}: kind",
-                f"{kind} is not a ResourceClaim, ResourceClaimTemplate, Pod or workload",
-            )
-        obj = _normalize(document, where=where, namespace=ns_default)
-        meta = obj["metadata"]
-        key = (str(meta.get("namespace") or ns_default), str(meta["name"]))
-        if kind == "ResourceClaimTemplate":
-            templates[key] = obj
-        elif kind == "ResourceClaim":
-            claims[key] = obj
-        normalized.append((where, kind, obj))
-    if namespace is None:
-        first = normalized[0][2]["metadata"].get("namespace")
-        parsed.namespace = str(first or ns_default)
-    has_pod = any(kind == "Pod" for _, kind, _ in normalized)
-    for where, kind, obj in normalized:
-        meta = obj["metadata"]
-        ns = str(meta.get("namespace") or ns_default)
-        if kind == "Pod":
-            _add_pod_claims(
-                parsed, obj, where=where, templates=templates, claims=claims, lookup=lookup
-            )
-        elif kind == "ResourceClaim" and not has_pod:
-            parsed.claims.append(InputClaim(obj=obj, source=where, classic="classic" in obj))
-        elif kind == "ResourceClaimTemplate" and not has_pod:
-            claim = _claim_from_template(obj, name=f"{meta['name']}-what-if", namespace=ns)
-            parsed.claims.append(InputClaim(obj=claim, source=where, classic="classic" in obj))
-    if not parsed.claims:
-        raise WhatIfError("yaml", "the input asks for no ResourceClaim")
-    if len(parsed.claims) > MAX_CLAIMS:
-        raise WhatIfError("yaml", f"at most {MAX_CLAIMS} claims in one what-if")
-    for claim in parsed.simulated:
-        _check_claim(claim)
-    return parsed
-
-
-def _add_pod_claims(
-    parsed: ParsedInput,
-    pod: JSON,
-    *,
-    where: str,
-    templates: Mapping[tuple[str, str], JSON],
-    claims: Mapping[tuple[str, str], JSON],
-    lookup: Lookup | None,
-) -> None:
-    meta = pod["metadata"]
-    ns = str(meta.get("namespace") or parsed.namespace)
-    spec = pod.get("spec") or {}
-    parsed.tolerations.extend(spec.get("tolerations") or [])
-    entries = spec.get("resourceClaims") or []
-    if not entries:
-        raise WhatIfError(f"{where}: spec.resourceClaims", "the pod uses no ResourceClaim")
-    for index, entry in enumerate(entries):
-        path = f"{where}: spec.resourceClaims[{index}]"
-        template_name = entry.get("resourceClaimTemplateName")
-        claim_name = entry.get("resourceClaimName")
-        if template_name:
-            template = templates.get((ns, template_name))
-            if template is None and lookup is not None:
-                template = lookup("ResourceClaimTemplate", ns, template_name)
-            if template is None:
-                raise WhatIfError(
-                    f"{path}.resourceClaimTemplateName",
-                    f"ResourceClaimTemplate {ns}/{template_name} not found",
-                )
-            claim = _claim_from_template(
-                template, name=f"{meta['name']}-{entry['name']}", namespace=ns
-            )
-            parsed.claims.append(InputClaim(obj=claim, source=path, classic="classic" in claim))
-        elif claim_name:
-            existing = False
-            found = claims.get((ns, claim_name))
-            if found is None and lookup is not None:
-                found = lookup("ResourceClaim", ns, claim_name)
-                existing = found is not None
-            if found is None:
-                raise WhatIfError(
-                    f"{path}.resourceClaimName", f"ResourceClaim {ns}/{claim_name} not found"
-                )
-            parsed.claims.append(
-                InputClaim(obj=found, source=path, existing=existing, classic="classic" in found)
-            )
-        else:
-            raise WhatIfError(path, "needs resourceClaimName or resourceClaimTemplateName")
 
 
 _FIELD_IN_MESSAGE = re.compile(r"(spec\.devices[\w.\[\]/-]*)")

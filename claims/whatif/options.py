@@ -22,15 +22,29 @@ __all__ = [
     "MAX_ADDED_NODES",
     "MAX_ASSUME",
     "MAX_COUNT",
+    "REQUEST_KEYS",
     "Options",
     "Requirement",
     "parse_assume",
     "parse_count",
     "parse_features",
+    "parse_gang",
     "parse_node_selector",
     "parse_nodes",
     "parse_options",
 ]
+
+# Keys of a what-if request (HTTP body or job payload), as the API spells them.
+REQUEST_KEYS = (
+    "yaml",
+    "nodes",
+    "nodeSelector",
+    "count",
+    "assume",
+    "features",
+    "namespace",
+    "gang",
+)
 
 MAX_COUNT = 10_000
 MAX_ADDED_NODES = 1_000
@@ -59,6 +73,8 @@ class Options:
     assume: list[JSON] = field(default_factory=list)
     features: JSON = field(default_factory=dict)
     explain: bool = True
+    # All the input's claims on one node, all or nothing (else pods are placed one by one).
+    gang: bool = False
 
     def feature_set(self) -> Features:
         return Features.from_dict(self.features)
@@ -72,6 +88,7 @@ class Options:
             "assume": self.assume,
             "features": self.features,
             "explain": self.explain,
+            "gang": self.gang,
         }
 
 
@@ -209,6 +226,17 @@ def parse_features(value: Any) -> JSON:
     return dict(sorted(value.items()))
 
 
+def parse_gang(value: Any) -> bool:
+    """true/false, also as the strings a query string carries."""
+    if value is None or value == "":
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "false", "1", "0"}:
+        return value.strip().lower() in {"true", "1"}
+    raise WhatIfError("gang", f"expected true or false, got {value!r}")
+
+
 def parse_nodes(value: Any) -> list[str] | None:
     if value is None:
         return None
@@ -227,6 +255,7 @@ def parse_options(
     assume: Any = None,
     features: Any = None,
     explain: bool = True,
+    gang: Any = False,
 ) -> Options:
     """Check every option; the first problem is raised as a WhatIfError."""
     checked_count, capped = parse_count(count)
@@ -238,4 +267,5 @@ def parse_options(
         assume=parse_assume(assume),
         features=parse_features(features),
         explain=bool(explain),
+        gang=parse_gang(gang),
     )

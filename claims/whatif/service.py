@@ -21,12 +21,18 @@ from django.core.cache import cache
 
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
 from claims.snapshot import cluster_fingerprint
-from claims.whatif.engine import Progress, Simulation, evaluate
-from claims.whatif.inputs import JSON, ParsedInput, parse_input
+from claims.whatif.admission import api_server_checks, reserved_for_limit
+from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
+from claims.whatif.extended import class_mapping
+from claims.whatif.inputs import JSON
+from claims.whatif.nodefilter import check_all
 from claims.whatif.options import Options, parse_options
+from claims.whatif.placement import expand_daemons, gang_pods, place_pods
+from claims.whatif.pods import ParsedInput, distinct_claims, parse_input
 from claims.whatif.quota import admission
 from claims.whatif.state import ClusterView, build_view, cluster_state
 from dashboard.timings import observe_whatif_seconds
+from inventory.models import DeviceClass, SyncState
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +45,59 @@ _CACHE_PREFIX = "whatif:result:"
 
 def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
     """A stored ResourceClaimTemplate or ResourceClaim (normalized), or None."""
-
     model = ResourceClaimTemplate if kind == "ResourceClaimTemplate" else ResourceClaim
     obj = model.objects.filter(namespace=namespace, name=name).values_list("obj", flat=True).first()
     return obj if isinstance(obj, dict) else None
 
 
 def namespace_quotas(namespace: str) -> list[tuple[str, JSON, JSON]]:
-    """(name, hard, used) of each ResourceQuota in the namespace."""
+    """(name, hard, used) of each ResourceQuota of the namespace that applies to claims.
+
+    Upstream's ResourceClaim quota evaluator matches no scope, so a quota with `scopes` or a
+    `scopeSelector` never limits claims: those are left out (see `scoped_quotas`).
+    """
 
     return [
         (name, hard or {}, used or {})
-        for name, hard, used in ResourceQuota.objects.filter(namespace=namespace)
+        for name, hard, used, obj in ResourceQuota.objects.filter(namespace=namespace)
         .order_by("name")
-        .values_list("name", "hard", "used")
+        .values_list("name", "hard", "used", "obj")
+        if not _scoped(obj)
     ]
+
+
+def scoped_quotas(namespace: str) -> list[str]:
+    """Names of the namespace's scoped ResourceQuotas (they never apply to claims)."""
+    return [
+        name
+        for name, obj in ResourceQuota.objects.filter(namespace=namespace)
+        .order_by("name")
+        .values_list("name", "obj")
+        if _scoped(obj)
+    ]
+
+
+def _scoped(obj: Any) -> bool:
+    spec = (obj or {}).get("spec") or {} if isinstance(obj, dict) else {}
+    return bool(spec.get("scopes") or (spec.get("scopeSelector") or {}).get("matchExpressions"))
+
+
+def extended_resource_mapping() -> dict[str, str]:
+    """Extended resource name -> the DeviceClass backing it, from the stored classes."""
+    return class_mapping(
+        {"metadata": {"name": name}, "spec": {"extendedResourceName": extended}}
+        for name, extended in DeviceClass.objects.values_list("name", "extended_resource_name")
+    )
+
+
+def served_claim_version() -> str:
+    """The resource.k8s.io version the ResourceClaim watch uses ("" before the first sync)."""
+    return str(
+        SyncState.objects.filter(kind="ResourceClaim")
+        .values_list("served_version", flat=True)
+        .first()
+        or ""
+    )
 
 
 @contextmanager
@@ -89,19 +133,36 @@ def forget_simulations() -> None:
 
 
 def _cache_key(
-    parsed: ParsedInput, options: Options, fingerprint: str, quotas: list[tuple[str, JSON, JSON]]
+    parsed: ParsedInput,
+    options: Options,
+    fingerprint: str,
+    quotas: list[tuple[str, JSON, JSON]],
+    *,
+    extra: Sequence[Any] = (),
 ) -> str:
     def strip_uid(obj: JSON) -> JSON:
         meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "uid"}
         return {**obj, "metadata": meta}
 
     payload = {
-        "claims": [[strip_uid(c.obj), c.existing, c.classic, c.source] for c in parsed.claims],
+        "pods": [
+            [
+                p.ref,
+                p.source,
+                p.spec,
+                p.workload,
+                p.per_node,
+                [[strip_uid(c.obj), c.existing, c.classic, c.source] for c in p.claims],
+            ]
+            for p in parsed.pods
+        ],
         "namespace": parsed.namespace,
-        "tolerations": parsed.tolerations,
+        "namespaces": parsed.namespaces,
+        "ignored": parsed.ignored,
         "options": options.canonical(),
         "fingerprint": fingerprint,
         "quotas": quotas,
+        "extra": list(extra),
     }
     text = json.dumps(payload, sort_keys=True, default=str)
     return _CACHE_PREFIX + hashlib.sha256(text.encode()).hexdigest()
@@ -118,19 +179,26 @@ def what_if(
     features: Mapping[str, bool] | None = None,
     namespace: str | None = None,
     explain: bool = True,
+    gang: bool | str | None = False,
     use_cache: bool = True,
     progress: Progress | None = None,
 ) -> JSON:
-    """Would these claims fit, where, with which devices, and if not, why? (read-only)
+    """Would these pods and claims fit, where, with which devices, and if not, why? (read-only)
 
     `source`: YAML or JSON text (several documents or a `kind: List` allowed), a parsed object,
-    or a list of objects: ResourceClaims (allocated together, like one pod's claims), a
-    ResourceClaimTemplate, a Pod or a workload with a pod template (its `resourceClaims` name
-    templates, looked up in the input then the database, or existing claims), or a bare claim
-    spec `{"devices": ...}`; any API version the sync understands.
+    or a list of objects, in any API version the sync understands: Pods and workloads
+    (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob; expanded to the pods their
+    controllers make), whose `resourceClaims` name templates (looked up in the input, then the
+    database) or claims, and whose containers may ask for extended resources a DeviceClass backs
+    (the scheduler's implicit claim); ResourceClaims and templates (without any pod: allocated
+    together, like one pod's claims); a bare claim spec `{"devices": ...}`; Namespaces (their
+    labels decide the admin-access check). Other kinds are listed in `ignored`.
+    Pods are placed one after another, each seeing the devices the previous took; `gang` puts
+    all the input's claims on one node instead (all or nothing).
     Options: `nodes` (names; `node` is one name) and `node_selector` (`k=v,k2 in (a,b)` or a
-    map) restrict the nodes; `count` copies are placed first-fit in node-name order, each seeing
-    the ones before (headroom; capped at 10,000, "max" for the cap); `assume` is a list of
+    map) restrict the nodes; `count` copies (of the gang, or of the first pod) are placed
+    first-fit in node-name order, each seeing the ones before (headroom; capped at 10,000, "max"
+    for the cap); `assume` is a list of
     changes applied to a private copy of the cluster: {"op": "release-claim", "claim": "ns/n"},
     {"op": "remove-node", "node": n}, {"op": "add-nodes", "like": n, "count": k},
     {"op": "taint-device", "device": "drv/pool/dev", "taint": {"key", "value", "effect"}},
@@ -138,19 +206,25 @@ def what_if(
     {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
     is the default namespace of the input (and the quota checked).
 
-    Returns a JSON-ready dict:
-    `fits` (a schedulable node fits), `nodes` [{node, schedulable, fits, claims: [{claim,
-    devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
-    nodeSelector}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
+    Returns a JSON-ready dict. About the gang (or the first pod): `nodes` [{node, schedulable,
+    filter?: {filter, reason} (the scheduler filter that removed the node), fits, claims:
+    [{claim, devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
+    nodeSelector, config}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
     remaining}]}] | error}], `placements` (fitting schedulable nodes: {node, devices, claims}),
     `summary` {nodesChecked, nodesFit, nodesFitSchedulable, firstNode, headroom, count,
     countCapped, stranded: {total, byNode}}, `headroom` {requested, placed, placements: [{node,
-    copies}], stoppedBecause, exhausted}, `quota` {namespace, checked, allowed, items: [{quota,
-    resource, hard, used, requested, exceeded}], copiesAllowed, message}, `reasons` (lines, when
-    nothing fits), `best` (the nodes that came closest: {node, reasons}), `diagnosis` ({reasons,
-    node, requests} of the closest node, when nothing fits), `claims` [{claim, source, existing,
-    driverAllocated}], `driverAllocated` (classic v1alpha2 claims: not simulated), `simulated`,
-    `assumed` (lines), `namespace`, `fingerprint`, `cached`, `elapsedSeconds`.
+    copies}], stoppedBecause, exhausted}, `best` (the nodes that came closest: {node, reasons}),
+    `diagnosis` ({reasons, node, requests} of the closest node, when nothing fits). Per pod:
+    `pods` [{pod, source, workload, fits, node, claims: [{claim, devices, nodeSelector, config,
+    shared, driverAllocated}], filtered: {counts: {filter: nodes}, nodes: [{node, filter,
+    reason}]}, reasons, best}]. Overall: `fits` (every pod placed; None when nothing is
+    simulated), `reasons` (lines, when something does not fit), `quota` {namespace, checked,
+    allowed, items: [{quota, resource, hard, used, requested, exceeded}], copiesAllowed,
+    message, notApplied: [{quota, reason}]}, `apiServer` {checks: [{claim, check, allowed
+    (None: unknown), message}], reservedForLimit, servedVersion}, `claims` [{claim, source,
+    existing, driverAllocated}], `ignored` [{document, kind, name, reason}], `gang`,
+    `driverAllocated` (classic v1alpha2 claims: not simulated), `simulated`, `assumed` (lines),
+    `namespace`, `fingerprint`, `cached`, `elapsedSeconds`.
 
     Raises WhatIfError (a ValueError with `.field` and `.message`) for bad input.
     """
@@ -164,16 +238,20 @@ def what_if(
         assume=assume,
         features=features,
         explain=explain,
+        gang=gang,
     )
     parsed = parse_input(
         source,
         namespace=namespace,
         # parse_input's Lookup callback is called positionally (kind, namespace, name).
         lookup=lambda kind, ns, name: lookup_object(kind=kind, namespace=ns, name=name),
+        extended=extended_resource_mapping(),
     )
     fingerprint = cluster_fingerprint()
     quotas = namespace_quotas(parsed.namespace)
-    key = _cache_key(parsed, options, fingerprint, quotas)
+    scoped = scoped_quotas(parsed.namespace)
+    served = served_claim_version()
+    key = _cache_key(parsed, options, fingerprint, quotas, extra=[scoped, served])
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
@@ -184,7 +262,14 @@ def what_if(
             return answer
     with simulation_for(fingerprint, options) as sim:
         answer = answer_for(
-            parsed, options=options, view=sim.view, quotas=quotas, progress=progress, simulation=sim
+            parsed,
+            options=options,
+            view=sim.view,
+            quotas=quotas,
+            scoped_quotas=scoped,
+            served_version=served,
+            progress=progress,
+            simulation=sim,
         )
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if use_cache:
@@ -201,16 +286,33 @@ def answer_for(
     options: Options,
     view: ClusterView,
     quotas: list[tuple[str, JSON, JSON]],
+    scoped_quotas: Sequence[str] = (),
+    served_version: str = "",
     progress: Progress | None = None,
     simulation: Simulation | None = None,
 ) -> JSON:
     """The answer for parsed input over a cluster view (no database access)."""
     sim = simulation or Simulation(view, features=options.feature_set())
-    simulated = parsed.simulated
+    nodes = select_nodes(view.nodes, options)
+    pods, cut_note = expand_daemons(parsed.pods, nodes)
+    limit = reserved_for_limit(served_version)
+    claims = distinct_claims(pods)
+    refused, checks = api_server_checks(claims, namespaces=parsed.namespaces, reserved_limit=limit)
+    gang = options.gang or len(pods) <= 1
+    # The top-level answer (per-node fit, headroom, stranded devices) is about the gang or the
+    # first pod; `pods` then places every pod one after another.
+    focus = pods if gang else pods[:1]
+    simulated = [c for c in distinct_claims(focus) if not c.classic]
     if simulated:
+        filters = [p.node_filter for p in focus]
         answer = evaluate(
-            sim, simulated, options=options, tolerations=parsed.tolerations, progress=progress
+            sim,
+            simulated,
+            options=options,
+            node_check=lambda node: check_all(filters, node),
+            progress=progress,
         )
+        sim.reset()
     else:
         answer = {
             "fits": None,
@@ -218,17 +320,55 @@ def answer_for(
             "placements": [],
             "summary": None,
             "headroom": None,
-            "reasons": ["classic (v1alpha2) claims are allocated by their driver, not simulated"],
+            "reasons": [
+                "no pod to place"
+                if not pods
+                else "classic (v1alpha2) claims are allocated by their driver, not simulated"
+            ],
             "best": [],
             "diagnosis": None,
         }
+    if gang:
+        answer["pods"] = gang_pods(answer, pods)
+    else:
+        answer["pods"] = place_pods(
+            sim,
+            pods,
+            nodes=nodes,
+            refused=refused,
+            reserved_limit=limit,
+            explain=options.explain,
+            progress=progress,
+        )
+        if answer["fits"] is not None:
+            answer["fits"] = all(p["fits"] for p in answer["pods"])
+        answer["reasons"] = [
+            *answer["reasons"],
+            *(
+                f"pod {p['pod']}: {line}"
+                for p in answer["pods"][1:]
+                if not p["fits"]
+                for line in p["reasons"][:3]
+            ),
+        ]
+    blocking = [refused[c.ref] for c in claims if c.ref in refused]
+    if blocking:
+        answer["fits"] = False if answer["fits"] is not None else None
+        answer["reasons"] = [*dict.fromkeys(blocking), *answer["reasons"]]
+        if gang:
+            for pod in answer["pods"]:
+                pod.update(fits=False, node=None, claims=[], reasons=list(blocking))
     answer["quota"] = admission(
-        parsed.claims,
+        claims,
         namespace=parsed.namespace,
         quotas=quotas,
         classes=view.classes,
         copies=options.count,
     )
+    answer["quota"]["notApplied"] = [
+        {"quota": name, "reason": "scoped: quota scopes never match ResourceClaims"}
+        for name in scoped_quotas
+    ]
     answer["claims"] = [
         {
             "claim": c.ref,
@@ -236,9 +376,18 @@ def answer_for(
             "existing": c.existing,
             "driverAllocated": c.classic,
         }
-        for c in parsed.claims
+        for c in claims
     ]
-    answer["driverAllocated"] = [c.ref for c in parsed.classic]
+    answer["apiServer"] = {
+        "checks": checks,
+        "reservedForLimit": limit,
+        "servedVersion": served_version,
+    }
+    answer["ignored"] = list(parsed.ignored) + (
+        [{"document": "", "kind": "DaemonSet", "name": "", "reason": cut_note}] if cut_note else []
+    )
+    answer["gang"] = gang
+    answer["driverAllocated"] = [c.ref for c in claims if c.classic]
     answer["simulated"] = bool(simulated)
     answer["assumed"] = list(view.assumed)
     answer["namespace"] = parsed.namespace

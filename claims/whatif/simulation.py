@@ -54,39 +54,6 @@ class NodeVerdict:
         return total
 
 
-def _tolerates(tolerations: Sequence[JSON], taint: JSON) -> bool:
-    for toleration in tolerations:
-        effect = toleration.get("effect")
-        if effect and effect != taint.get("effect"):
-            continue
-        key = toleration.get("key")
-        operator = toleration.get("operator") or "Equal"
-        if not key:
-            if operator == "Exists":
-                return True
-            continue
-        if key != taint.get("key"):
-            continue
-        if operator == "Exists" or toleration.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def node_schedulable(node: JSON, tolerations: Sequence[JSON]) -> bool:
-    """Not cordoned, Ready, and no NoSchedule/NoExecute taint the pod does not tolerate."""
-    spec = node.get("spec") or {}
-    if spec.get("unschedulable"):
-        return False
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready" and condition.get("status") != "True":
-            return False
-    return all(
-        _tolerates(tolerations, taint)
-        for taint in spec.get("taints") or []
-        if taint.get("effect") in {"NoSchedule", "NoExecute"}
-    )
-
-
 def flatten_devices(claim_ref: str, allocation: JSON) -> list[JSON]:
     """The devices of one AllocationResult, one entry per result, with the claim's name."""
     out = []

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
+from claims.sync import forget_dra_extended_names
 from claims.whatif.service import forget_simulations
 from claims.whatif.state import forget_cluster_state
 from demo.generator import generate_demo_cluster
@@ -34,6 +35,7 @@ def fresh_caches() -> None:
     """Every test starts without kept cluster state, simulations or cached answers."""
     forget_cluster_state()
     forget_simulations()
+    forget_dra_extended_names()
     cache.clear()
 
 
@@ -52,3 +54,11 @@ def eager_tasks() -> Iterator[None]:
 def demo(db) -> dict[str, list[dict[str, Any]]]:
     """A 20-node demo cluster in the database."""
     return load_objects(generate_demo_cluster(nodes=20, seed=7))
+
+
+@pytest.fixture
+def small(db) -> dict[str, list[dict[str, Any]]]:
+    """The four-node cluster of `tests.claims.whatif.cluster` in the database."""
+    from tests.claims.whatif.cluster import objects
+
+    return load_objects(objects())

@@ -31,7 +31,7 @@ CASES = [
         {"yaml": claim_yaml().replace("resource.k8s.io/v1", "resource.k8s.io/v9")},
         "apiVersion",
     ),
-    ("unknown kind", {"yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"}, "kind"),
+    ("only other kinds", {"yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"}, "yaml"),
     ("count zero", {"yaml": claim_yaml(), "count": 0}, "count"),
     ("count negative", {"yaml": claim_yaml(), "count": -3}, "count"),
     ("count text", {"yaml": claim_yaml(), "count": "many"}, "count"),

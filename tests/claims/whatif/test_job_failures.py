@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import claims.tasks
+import claims.whatif.request
 from tests.claims.whatif.helpers import URL, claim_yaml
 
 
@@ -15,7 +15,7 @@ def test_unexpected_error_marks_the_job_failed(demo, api, monkeypatch, caplog) -
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(claims.tasks, "what_if", broken)
+    monkeypatch.setattr(claims.whatif.request, "what_if", broken)
     created = api.post(URL + "jobs/", {"yaml": claim_yaml()}, format="json")
     assert created.status_code == 202
     job = api.get(f"{URL}jobs/{created.json()['id']}/").json()
