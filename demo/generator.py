@@ -2,10 +2,10 @@
 
 Out of every ten nodes two are MIG-partitioned H100 machines, three plain H100, four A100 and
 one CPU-only; every node has a NIC pool, zone-a can reach a network-attached fabric pool and
-zone-b sees a fabric pool that is incomplete. Workloads are placed node by node, first-fit,
-until about half of each node's GPUs are in use; then come pending pods, claims allocated
-without a pod yet, and adminAccess monitors. At 1,000 nodes that is about 20,000 devices and
-4,000 claims.
+zone-b sees a fabric pool that is incomplete. Workloads are placed node by node, their claims
+allocated by the real allocator, until about half of each node's GPUs are in use; then come
+pending pods, claims allocated without a pod yet, and adminAccess monitors. At 1,000 nodes that
+is about 20,000 devices and 4,000 claims.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from demo.catalog import (
     DemoError,
     at,
     new_uid,
-    quota_usage,
 )
 from demo.operations import ClaimPlan, Operations
 from demo.state import ClusterState, ObjKey
@@ -101,7 +100,7 @@ def generate_demo_cluster(*, nodes: int, seed: int) -> list[dict[str, Any]]:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise DemoError(f"seed: expected an integer, got {seed!r}")
     rng = random.Random(seed)
-    state = ClusterState()
+    state = ClusterState(share_id_factory=lambda: new_uid(rng))
     ops = Operations(state, rng, clock=-30 * DAY)
     _static_objects(ops)
     kinds = _node_kinds(rng, nodes)
@@ -350,7 +349,7 @@ def _pending(ops: Operations, nodes: int) -> None:
 def _quotas(ops: Operations) -> None:
     keys: set[str] = set()
     for spec in CLAIM_SPECS.values():
-        keys.update(quota_usage(spec))
+        keys.update(ops.claim_usage(spec))
     for namespace in WORKLOAD_NAMESPACES:
         used = ops.usage.get(namespace, {})
         hard = {key: _headroom(used.get(key, 0)) for key in keys}

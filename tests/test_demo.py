@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from claims.allocator.quantity import Quantity
 from demo.catalog import DemoError
 from demo.churn import DemoChurn
 from demo.generator import generate_demo_cluster
@@ -30,14 +31,11 @@ WITH_GENERATION = {
 }
 UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-UNITS = {"": 1, "Gi": 2**30, "G": 10**9}
 
 
 def quantity(text: str) -> int:
-    """Integer value of the quantities the demo writes."""
-    match = re.fullmatch(r"(\d+)(Gi|G|)", text)
-    assert match, text
-    return int(match.group(1)) * UNITS[match.group(2)]
+    """Integer value of a quantity in any form (the allocator writes stepped shares as `Ki`)."""
+    return Quantity.parse(text).value_int()
 
 
 @pytest.fixture(scope="module")
