@@ -4,10 +4,10 @@
 DRA plugin does: one `Allocator` built from the DeviceClasses and ResourceSlices (with
 DeviceTaintRules applied to the devices they select, as the scheduler's slice tracker does) and
 the results of every allocated claim. Building it costs a pass over every slice, so it is kept
-until classes, slices or rules change; a new allocation is added to it with
-`record_allocation`, and a released one only marks the allocated state to be recomputed from the
-claims before the next allocation. The slice and selector caches outlive rebuilds, so slices that
-did not change stay parsed and CEL results stay known.
+until classes, slices or rules change; claims allocated or released in the meantime are recorded
+in it (`record_allocation`, `release_allocation`). Its slice cache outlives rebuilds, so slices
+that did not change stay parsed, and CEL results are shared by every demo allocator in the
+process (they depend only on the expression and the device's content).
 """
 
 from __future__ import annotations
@@ -33,6 +33,18 @@ ObjectsOfKind = Callable[[str], list[JSON]]
 
 # The kinds whose objects the allocator is built from.
 ALLOCATOR_INPUTS = frozenset({"DeviceClass", "ResourceSlice", "DeviceTaintRule"})
+
+# Past this many CEL evaluations the shared selector cache is replaced, to bound its memory
+# (a 1,000-node demo needs about 40,000).
+_SELECTOR_CACHE_LIMIT = 500_000
+_selector_cache = SelectorCache()
+
+
+def _shared_selector_cache() -> SelectorCache:
+    global _selector_cache
+    if _selector_cache.evaluations > _SELECTOR_CACHE_LIMIT:
+        _selector_cache = SelectorCache()
+    return _selector_cache
 
 
 def allocation_results(claim: JSON | None) -> list[JSON]:
@@ -91,9 +103,10 @@ class DemoAllocator:
         self._patched: dict[int, tuple[JSON, JSON]] = {}
         self._patched_rules: list[JSON] = []
         self._slice_cache = SliceCache()
-        self._selector_cache: SelectorCache | None = None
         self._allocator: Allocator | None = None
-        self._state_stale = False
+        # The allocated state, kept in step with the claims once first computed, so that a
+        # rebuilt allocator starts from it instead of every claim again.
+        self._state: AllocatedState | None = None
 
     def inputs_changed(self) -> None:
         """Classes, slices or taint rules changed: build the allocator again when next needed."""
@@ -106,25 +119,30 @@ class DemoAllocator:
         if previous is not None and previous == results:
             self._held[key] = previous
             return
-        if previous:
-            for result in previous:
+        where = f"ResourceClaim {key[1]}/{key[2]}"
+        try:
+            if previous:
+                for result in previous:
+                    if not result.get("adminAccess") and "shareID" not in result:
+                        pool = (str(result.get("driver")), str(result.get("pool")))
+                        self._dedicated.get(pool, set()).discard(str(result.get("device")))
+                if self._allocator is not None:
+                    self._allocator.release_allocation([{"devices": {"results": previous}}])
+                elif self._state is not None:
+                    self._state.remove_results(previous, consumable_capacity=True, where=where)
+            if not results:
+                return
+            self._held[key] = results
+            for result in results:
                 if not result.get("adminAccess") and "shareID" not in result:
                     pool = (str(result.get("driver")), str(result.get("pool")))
-                    self._dedicated.get(pool, set()).discard(str(result.get("device")))
-            # AllocatedState only grows; recompute it from the claims before the next use.
-            self._state_stale = True
-        if not results:
-            return
-        self._held[key] = results
-        for result in results:
-            if not result.get("adminAccess") and "shareID" not in result:
-                pool = (str(result.get("driver")), str(result.get("pool")))
-                self._dedicated.setdefault(pool, set()).add(str(result.get("device")))
-        if self._allocator is not None and not self._state_stale:
-            try:
+                    self._dedicated.setdefault(pool, set()).add(str(result.get("device")))
+            if self._allocator is not None:
                 self._allocator.record_allocation([{"devices": {"results": results}}])
-            except AllocationError as exc:
-                raise DemoError(f"ResourceClaim {key[1]}/{key[2]}: {exc}") from exc
+            elif self._state is not None:
+                self._state.add_results(results, consumable_capacity=True, where=where)
+        except AllocationError as exc:
+            raise DemoError(f"{where}: {exc}") from exc
 
     def dedicated_devices(self, driver: str, pool: str) -> set[str]:
         """Names of the pool's devices that some claim holds whole."""
@@ -154,17 +172,12 @@ class DemoAllocator:
                     classes=self._objects_of_kind("DeviceClass"),
                     slices=slices,
                     allocated_state=self._allocated_state(),
-                    selector_cache=self._selector_cache,
+                    selector_cache=_shared_selector_cache(),
                     slice_cache=self._slice_cache,
                     share_id_factory=self._share_id_factory,
                 )
             except AllocationError as exc:
                 raise DemoError(f"allocator: {exc}") from exc
-            self._selector_cache = self._allocator.selector_cache
-            self._state_stale = False
-        elif self._state_stale:
-            self._allocator.allocated_state = self._allocated_state()
-            self._state_stale = False
         return self._allocator
 
     def _slices(self) -> list[JSON]:
@@ -184,12 +197,12 @@ class DemoAllocator:
         return slices
 
     def _allocated_state(self) -> AllocatedState:
-        state = AllocatedState()
-        for key, results in self._held.items():
-            try:
-                state.add_results(
-                    results, consumable_capacity=True, where=f"ResourceClaim {key[1]}/{key[2]}"
-                )
-            except AllocationError as exc:
-                raise DemoError(str(exc)) from exc
-        return state
+        if self._state is None:
+            self._state = AllocatedState()
+            for key, results in self._held.items():
+                where = f"ResourceClaim {key[1]}/{key[2]}"
+                try:
+                    self._state.add_results(results, consumable_capacity=True, where=where)
+                except AllocationError as exc:
+                    raise DemoError(f"{where}: {exc}") from exc
+        return self._state
