@@ -20,7 +20,6 @@ from claims.allocator import (
     AllocatedState,
     AllocationError,
     Allocator,
-    NodeAllocationError,
     SelectorCache,
     SliceCache,
 )
@@ -156,12 +155,10 @@ class DemoAllocator:
         allocator = self._current()
         try:
             return allocator.allocate(node, claims)
-        except NodeAllocationError:
-            # The scheduler treats this node as unsuitable and tries others.
+        except AllocationError:
+            # The scheduler leaves the pod unscheduled and retries later, e.g. for an "All"
+            # request on a node that sees a pool being updated (zone-b's incomplete fabric).
             return None
-        except AllocationError as exc:
-            # Every claim and class is the demo's own, so this is a bug in the demo's objects.
-            raise DemoError(f"allocator: {exc}") from exc
 
     def _current(self) -> Allocator:
         if self._allocator is None:

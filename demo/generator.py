@@ -331,9 +331,19 @@ def _allocated_without_pod(ops: Operations, kinds: list[str]) -> None:
 
 
 def _monitors(ops: Operations, kinds: list[str]) -> None:
+    """adminAccess monitors on a few random nodes where they can run.
+
+    Their request asks for all devices, which the allocator refuses on a node that sees an
+    incomplete pool (zone-b's fabric), as Kubernetes does; those nodes are skipped.
+    """
     nodes = _gpu_nodes(ops, kinds)
-    for node in ops.rng.sample(nodes, min(len(nodes), max(1, len(kinds) // 250))):
-        _place(ops, "gpu-monitor", node, namespace=ADMIN_NAMESPACE)
+    ops.rng.shuffle(nodes)
+    wanted = max(1, len(kinds) // 250)
+    for node in nodes:
+        if wanted == 0:
+            break
+        if _place(ops, "gpu-monitor", node, namespace=ADMIN_NAMESPACE):
+            wanted -= 1
 
 
 def _pending(ops: Operations, nodes: int) -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from claims.allocator.quantity import Quantity
-from demo.catalog import DemoError
+from demo.catalog import ADMIN_CLAIM_SPEC, ADMIN_TEMPLATE, CLAIM_SPECS, DemoError
 from demo.churn import DemoChurn
 from demo.generator import generate_demo_cluster
 
@@ -257,6 +257,19 @@ def test_counts_at_one_thousand_nodes(large: list[dict[str, Any]]) -> None:
 def test_large_cluster_is_consistent(large: list[dict[str, Any]]) -> None:
     """No double allocation, counters and shares within limits, pods and quotas agree."""
     check_consistency(large)
+
+
+def test_every_claim_shape_gets_allocated(large: list[dict[str, Any]]) -> None:
+    """Each claim spec but the whole-node job is allocated somewhere, so every selector works."""
+    allocated = [
+        claim["spec"]
+        for claim in by_kind(large, "ResourceClaim")
+        if claim["status"].get("allocation")
+    ]
+    for name, spec in {**CLAIM_SPECS, ADMIN_TEMPLATE: ADMIN_CLAIM_SPEC}.items():
+        # Eight H100s on one node never fit beside the other workloads: it stays pending.
+        if name != "h100-octet":
+            assert spec in allocated, name
 
 
 def test_claims_cover_every_state(small: list[dict[str, Any]]) -> None:
