@@ -17,7 +17,6 @@ from claims.allocator import NodeInfo
 from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.inputs import InputClaim
 from claims.whatif.quota import admission, claim_usage, extended_resource_names
-from demo.allocation import allocation_results
 from demo.catalog import at, random_suffix
 from demo.state import ClusterState, ObjKey, allocated_claim, node_is_ready
 from demo.workloads import (
@@ -212,8 +211,7 @@ class Operations:
 
     def claim_fits_node(self, claim: dict[str, Any], node: str) -> bool:
         """Whether an allocated claim's nodeSelector admits `node`."""
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        selector = allocation.get("nodeSelector")
+        selector = (_allocation(claim) or {}).get("nodeSelector")
         if not selector:
             return True
         node_obj = self.state.objects.get(("Node", "", node))
@@ -243,7 +241,7 @@ class Operations:
         if not keys or any(key not in self.state.objects for key in keys):
             return False
         claims = {key: self.state.objects[key] for key in keys}
-        pending = [key for key, claim in claims.items() if not allocation_results(claim)]
+        pending = [key for key, claim in claims.items() if not _allocation(claim)]
         if not all(self.claim_fits_node(claims[key], node) for key in claims if key not in pending):
             return False
         if pending:
@@ -291,3 +289,8 @@ class Operations:
     def pod_ip(self) -> str:
         octets = (self.rng.randrange(64, 128), self.rng.randrange(256), self.rng.randrange(1, 255))
         return "10.{}.{}.{}".format(*octets)
+
+
+def _allocation(claim: dict[str, Any]) -> dict[str, Any] | None:
+    allocation = (claim.get("status") or {}).get("allocation")
+    return allocation if isinstance(allocation, dict) and allocation else None
