@@ -14,7 +14,6 @@ Allocated claims are reduced to what the allocator reads: metadata and the alloc
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +24,7 @@ from typing import Any
 from django.db import connection, models, transaction
 from django.db.models import Count, Max
 
+from claims.allocator.taintrules import PatchedSlices, TaintRule
 from claims.models import ResourceClaim
 from dashboard.gcpause import gc_paused
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
@@ -189,50 +189,7 @@ def _allocated_claim(values: tuple[Any, ...]) -> tuple[str, JSON | None]:
     return ref, claim
 
 
-TaintRule = tuple[str, str, str, JSON]
-
-
-def _apply_taint_rules(slice_obj: JSON, rules: list[TaintRule]) -> JSON:
-    spec = slice_obj.get("spec") or {}
-    driver = spec.get("driver")
-    pool = (spec.get("pool") or {}).get("name")
-    matching = [r for r in rules if r[0] in ("", driver) and r[1] in ("", pool)]
-    if not matching:
-        return slice_obj
-    patched = copy.deepcopy(slice_obj)
-    for device in patched["spec"].get("devices") or []:
-        for _, _, device_name, taint in matching:
-            if device_name in ("", device.get("name")):
-                device.setdefault("taints", []).append(dict(taint))
-    return patched
-
-
-class _PatchedSlices:
-    """Slices with the taint rules applied, reused while both the slice and the rules are."""
-
-    def __init__(self) -> None:
-        self.rules_key = ""
-        self.by_id: dict[int, tuple[JSON, JSON]] = {}
-
-    def apply(self, slices: list[JSON], rules: list[TaintRule]) -> list[JSON]:
-        rules_key = repr(rules)
-        if rules_key != self.rules_key:
-            self.rules_key = rules_key
-            self.by_id = {}
-        previous = self.by_id
-        current: dict[int, tuple[JSON, JSON]] = {}
-        out = []
-        for obj in slices:
-            entry = previous.get(id(obj))
-            if entry is None or entry[0] is not obj:
-                entry = (obj, _apply_taint_rules(obj, rules) if rules else obj)
-            current[id(obj)] = entry
-            out.append(entry[1])
-        self.by_id = current
-        return out
-
-
-_patched = _PatchedSlices()
+_patched = PatchedSlices()
 
 
 def read_cluster_state(*, node_names: Iterable[str] | None = None) -> ClusterState:

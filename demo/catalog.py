@@ -1,18 +1,13 @@
 """What the demo cluster is made of: drivers, DeviceClasses, claim templates and namespaces.
 
-Pure data and small helpers shared by the generator and the churn loop. DeviceClass selectors are
-written in CEL as a real cluster would have them; each CEL expression used anywhere in the demo also
-has a Python predicate here, so the demo can allocate first-fit without a CEL engine. A claim whose
-selector is not in that table is simply never allocated by the demo.
+Pure data and small helpers shared by the generator and the churn loop. DeviceClass and request
+selectors are written in CEL as a real cluster would have them; the real allocator evaluates them.
 """
 
 from __future__ import annotations
 
 import random
-import re
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,30 +33,9 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 # Base time of the demo: fixed so that output is a pure function of (nodes, seed).
 EPOCH = datetime(2026, 1, 5, 8, 0, 0, tzinfo=UTC)
 
-_QUANTITY_RE = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
-_SUFFIX = {
-    None: 1,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-}
-
 
 class DemoError(ValueError):
     """Raised when objects handed to the demo do not have the shape it needs."""
-
-
-def parse_quantity(value: str, *, where: str) -> int:
-    """Integer value of a quantity in the forms the demo writes ("80Gi", "100G", "132")."""
-    match = _QUANTITY_RE.match(str(value))
-    if match is None:
-        raise DemoError(f"{where}: unsupported quantity {value!r}")
-    return int(match.group(1)) * _SUFFIX[match.group(2)]
 
 
 def timestamp(moment: datetime) -> str:
@@ -105,72 +79,8 @@ def metadata(
     return meta
 
 
-def attribute_value(attribute: dict[str, Any]) -> Any:
-    """The Python value of a DeviceAttribute ({"int": 1} -> 1)."""
-    for kind in ("int", "bool", "string", "version"):
-        if kind in attribute:
-            return attribute[kind]
-    return None
-
-
-@dataclass(slots=True)
-class DeviceInfo:
-    """One device as the allocator sees it: where it is and what it offers."""
-
-    driver: str
-    pool: str
-    name: str
-    node: str | None
-    zone: str | None
-    attributes: dict[str, Any]
-    capacity: dict[str, int]
-    consumes: list[tuple[str, dict[str, int]]] = field(default_factory=list)
-    shared_default: dict[str, str] = field(default_factory=dict)
-    multiple: bool = False
-    tainted: bool = False
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.driver, self.pool, self.name)
-
-
-Predicate = Callable[[DeviceInfo], bool]
-
-# Every CEL selector the demo writes, with its meaning in Python.
-CEL_PREDICATES: dict[str, Predicate] = {
-    f'device.driver == "{GPU_DRIVER}"': lambda d: d.driver == GPU_DRIVER,
-    f'device.attributes["{GPU_DRIVER}"].type == "gpu"': lambda d: d.attributes.get("type") == "gpu",
-    f'device.attributes["{GPU_DRIVER}"].type == "mig"': lambda d: d.attributes.get("type") == "mig",
-    f'device.attributes["{GPU_DRIVER}"].model == "h100"': lambda d: (
-        d.attributes.get("model") == "h100"
-    ),
-    f'device.attributes["{GPU_DRIVER}"].profile == "1g.10gb"': lambda d: (
-        d.attributes.get("profile") == "1g.10gb"
-    ),
-    f'device.driver == "{NIC_DRIVER}"': lambda d: d.driver == NIC_DRIVER,
-    f'device.driver == "{FABRIC_DRIVER}"': lambda d: d.driver == FABRIC_DRIVER,
-    f'device.capacity["{GPU_DRIVER}"].memory.compareTo(quantity("80Gi")) >= 0': lambda d: (
-        d.capacity.get("memory", 0) >= 80 * 2**30
-    ),
-    f'device.attributes["{GPU_DRIVER}"].driverVersion.isGreaterThan(semver("550.0.0"))': lambda d: (
-        tuple(int(p) for p in str(d.attributes.get("driverVersion", "0.0.0")).split("."))
-        > (550, 0, 0)
-    ),
-}
-
-
 def selectors(*expressions: str) -> list[dict[str, Any]]:
     return [{"cel": {"expression": expression}} for expression in expressions]
-
-
-def selectors_match(items: list[dict[str, Any]], device: DeviceInfo) -> bool:
-    """True when every CEL selector is known and matches; unknown CEL never matches."""
-    for item in items:
-        expression = (item.get("cel") or {}).get("expression")
-        predicate = CEL_PREDICATES.get(expression or "")
-        if predicate is None or not predicate(device):
-            return False
-    return True
 
 
 def _opaque(driver: str, kind: str, **parameters: Any) -> dict[str, Any]:
@@ -321,47 +231,3 @@ ADMIN_CLAIM_SPEC: dict[str, Any] = {
     }
 }
 ADMIN_TEMPLATE = "gpu-monitor"
-
-ALLOCATION_RESULTS_MAX_SIZE = 32
-
-
-def quota_usage(spec: dict[str, Any]) -> dict[str, int]:
-    """What one ResourceClaim adds to its namespace's quota, as Kubernetes counts it.
-
-    One `count/resourceclaims.resource.k8s.io`, and per DeviceClass the devices the claim may
-    take (`<class>.deviceclass.resource.k8s.io/devices`): the count for ExactCount, 32 for All,
-    for firstAvailable the largest alternative per class. A claim's devices also count toward
-    the class's extended-resource names, `requests.deviceclass.resource.kubernetes.io/<class>`
-    and `requests.<extendedResourceName>`. Extended resources have no `limits.` form in quota
-    (they cannot be overcommitted), so none is produced.
-    """
-    usage: dict[str, int] = {"count/resourceclaims.resource.k8s.io": 1}
-    per_class: dict[str, int] = {}
-    for request in (spec.get("devices") or {}).get("requests") or []:
-        alternatives = request.get("firstAvailable") or []
-        if alternatives:
-            largest: dict[str, int] = {}
-            for sub in alternatives:
-                name = sub.get("deviceClassName", "")
-                largest[name] = max(largest.get(name, 0), _device_count(sub))
-            for name, count in largest.items():
-                per_class[name] = per_class.get(name, 0) + count
-        elif request.get("exactly"):
-            name = request["exactly"].get("deviceClassName", "")
-            per_class[name] = per_class.get(name, 0) + _device_count(request["exactly"])
-    for name, count in per_class.items():
-        usage[f"{name}.deviceclass.resource.k8s.io/devices"] = count
-        usage[f"requests.deviceclass.resource.kubernetes.io/{name}"] = count
-        extended = DEVICE_CLASSES.get(name, {}).get("extendedResourceName")
-        if extended:
-            usage[f"requests.{extended}"] = usage.get(f"requests.{extended}", 0) + count
-    return usage
-
-
-def _device_count(request: dict[str, Any]) -> int:
-    mode = request.get("allocationMode") or "ExactCount"
-    if mode == "ExactCount":
-        return int(request.get("count") or 1)
-    if mode == "All":
-        return ALLOCATION_RESULTS_MAX_SIZE
-    return 0

@@ -1,12 +1,12 @@
 """`DemoChurn`: a few realistic changes per step that keep a demo cluster consistent.
 
 Each step draws one to four actions: create a workload (claims pending, pod waiting), allocate
-pending claims first-fit on a Ready node (with the pod's reservation, as the scheduler does),
-reserve an allocated claim for a new Running pod, release a pod (claims unreserved, then
-deallocated or deleted), republish a node's slices with pool.generation + 1, take a node away
-(its pods and claims released, slices and Node deleted) or bring one back. resourceVersion is
-left to whoever serves the objects. Returned objects are copies: callers may keep or mutate
-them freely.
+pending claims with the real allocator on a Ready node (with the pod's reservation, as the
+scheduler does), reserve an allocated claim for a new Running pod, release a pod (claims
+unreserved, then deallocated or deleted), republish a node's slices with pool.generation + 1,
+take a node away (its pods and claims released, slices and Node deleted) or bring one back.
+resourceVersion is left to whoever serves the objects. Returned objects are copies: callers may
+keep or mutate them freely.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from demo.catalog import (
 )
 from demo.generator import SPECS, WORKLOADS
 from demo.operations import Event, Operations
-from demo.state import KIND_ORDER, ClusterState, ObjKey
+from demo.state import ClusterState, ObjKey
 from demo.topology import DRIVER_VERSIONS, NODE_KINDS, gpu_slices, nic_slice, node_object
 from demo.workloads import deallocated_claim
 
@@ -48,10 +48,9 @@ class DemoChurn:
 
     def __init__(self, objects: list[dict[str, Any]], *, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.state = ClusterState()
-        rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
-        # Slices before claims, so that held devices find their counters.
-        for obj in sorted(objects, key=lambda o: rank.get(str(o.get("kind")), len(rank))):
+        rng = self.rng
+        self.state = ClusterState(share_id_factory=lambda: new_uid(rng))
+        for obj in objects:
             self.state.add(obj)
         self.ops = Operations(self.state, self.rng, clock=0.0)
         self.gone: dict[str, dict[str, Any]] = {}
@@ -179,19 +178,8 @@ class DemoChurn:
         events.append(events.pop(pod_event))
 
     def _node_for(self, claim: dict[str, Any]) -> str | None:
-        terms = claim["status"]["allocation"].get("nodeSelector", {}).get("nodeSelectorTerms", [])
-        for term in terms:
-            for field in term.get("matchFields") or []:
-                node = field["values"][0]
-                return node if self.ops.node_usable(node) else None
-        zones = [
-            v for term in terms for e in term.get("matchExpressions") or [] for v in e["values"]
-        ]
-        nodes = [
-            node
-            for node in self._usable_nodes()
-            if not zones or self.state.node_zone(node) in zones
-        ]
+        """A usable node the claim's allocation admits, if any."""
+        nodes = [node for node in self._usable_nodes() if self.ops.claim_fits_node(claim, node)]
         return self.rng.choice(nodes) if nodes else None
 
     def _release(self) -> None:

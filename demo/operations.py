@@ -4,7 +4,8 @@ Both the generator and the churn loop act through `Operations`: create a workloa
 then the pod that references them), schedule a pod (allocate its claims on one node and reserve
 them, as the scheduler does in one status write), release a pod (delete it, unreserve, delete
 generated claims, deallocate or delete standalone ones) and keep each namespace's ResourceQuota
-`status.used` in step with the claims that exist.
+`status.used` in step with the claims that exist, counted and admitted by the what-if's quota
+rules (`claims.whatif.quota`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from demo.catalog import ZONE_LABEL, at, new_uid, quota_usage, random_suffix
+from claims.allocator import NodeInfo
+from claims.allocator.nodeselection import NodeSelector
+from claims.whatif.inputs import InputClaim
+from claims.whatif.quota import admission, claim_usage, extended_resource_names
+from demo.catalog import at, random_suffix
 from demo.state import ClusterState, ObjKey, allocated_claim, node_is_ready
 from demo.workloads import (
     claim_object,
@@ -56,26 +61,35 @@ class Operations:
             self.state.add(obj)
         self.events.append((kind, obj))
 
+    def claim_usage(self, spec: dict[str, Any]) -> dict[str, int]:
+        """What a claim with this spec adds to its namespace's quota."""
+        classes = self.state.objects_of_kind("DeviceClass")
+        return claim_usage(spec, extended_names=extended_resource_names(classes))
+
     def count_claim(self, namespace: str, claim: dict[str, Any], sign: int) -> None:
         used = self.usage.setdefault(namespace, {})
-        for key, value in quota_usage(claim.get("spec") or {}).items():
+        for key, value in self.claim_usage(claim.get("spec") or {}).items():
             used[key] = used.get(key, 0) + sign * value
 
     def quota_allows(self, namespace: str, specs: list[dict[str, Any]]) -> bool:
+        """Whether the API server would admit new claims with these specs in `namespace`."""
         quota = self.state.objects.get(("ResourceQuota", namespace, "dra-devices"))
         if quota is None:
             return True
-        hard = quota["spec"].get("hard") or {}
-        extra: dict[str, int] = {}
-        for spec in specs:
-            for key, value in quota_usage(spec).items():
-                extra[key] = extra.get(key, 0) + value
-        used = self.usage.get(namespace, {})
-        return all(
-            used.get(key, 0) + value <= int(hard[key])
-            for key, value in extra.items()
-            if key in hard
+        verdict = admission(
+            [InputClaim(obj={"spec": spec}, source="demo") for spec in specs],
+            namespace=namespace,
+            quotas=[
+                (
+                    quota["metadata"]["name"],
+                    quota["spec"].get("hard") or {},
+                    self.usage.get(namespace, {}),
+                )
+            ],
+            classes=self.state.objects_of_kind("DeviceClass"),
+            copies=1,
         )
+        return bool(verdict["allowed"])
 
     def sync_quota(self, namespace: str) -> None:
         quota = self.state.objects.get(("ResourceQuota", namespace, "dra-devices"))
@@ -197,63 +211,52 @@ class Operations:
 
     def claim_fits_node(self, claim: dict[str, Any], node: str) -> bool:
         """Whether an allocated claim's nodeSelector admits `node`."""
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        selector = allocation.get("nodeSelector")
+        selector = (_allocation(claim) or {}).get("nodeSelector")
         if not selector:
             return True
-        labels = (self.state.objects.get(("Node", "", node)) or {}).get("metadata", {})
-        zone = (labels.get("labels") or {}).get(ZONE_LABEL)
-        for term in selector.get("nodeSelectorTerms") or []:
-            names = [v for f in term.get("matchFields") or [] for v in f.get("values") or []]
-            zones = [v for e in term.get("matchExpressions") or [] for v in e.get("values") or []]
-            if (not names or node in names) and (not zones or zone in zones):
-                return True
-        return False
+        node_obj = self.state.objects.get(("Node", "", node))
+        return node_obj is not None and NodeSelector(selector).matches(
+            NodeInfo.from_object(node_obj)
+        )
 
     def allocate_claim(self, key: ObjKey, node: str) -> dict[str, Any] | None:
-        """Allocate one pending claim on `node`: the allocated copy, or None.
+        """The allocated copy of one pending claim, allocated on `node`, or None.
 
-        The devices are held at once under the claim's key, so that the next claim of the same
-        pod sees them taken; emitting the copy (or `state.release`) settles that hold.
+        Its devices count as allocated once the copy is emitted.
         """
         claim = self.state.objects[key]
-        share_ids = [new_uid(self.rng) for _ in range(4)]
-        allocation = self.state.allocate(
-            claim["spec"], node=node, claim=key, now=self.now(), share_ids=share_ids
-        )
-        if allocation is None:
+        allocations = self.state.allocate([claim], node=node, now=self.now())
+        if allocations is None:
             return None
-        self.state.hold(key, allocation["devices"]["results"])
-        return allocated_claim(claim, allocation)
+        return allocated_claim(claim, allocations[0])
 
     def schedule(self, pod_key: ObjKey, node: str, *, ip: str) -> bool:
-        """Allocate the pod's pending claims on `node`, reserve them all and run the pod."""
+        """Allocate the pod's pending claims together on `node`, reserve them all, run the pod.
+
+        As the scheduler does: claims allocated already must admit the node, the pending ones
+        are allocated in one allocator call, and nothing changes unless all of them fit.
+        """
         pod = self.state.objects[pod_key]
         keys = self.pod_claims(pod)
         if not keys or any(key not in self.state.objects for key in keys):
             return False
-        changed: dict[ObjKey, dict[str, Any]] = {}
+        claims = {key: self.state.objects[key] for key in keys}
+        pending = [key for key, claim in claims.items() if not _allocation(claim)]
+        if not all(self.claim_fits_node(claims[key], node) for key in claims if key not in pending):
+            return False
+        if pending:
+            allocations = self.state.allocate(
+                [claims[key] for key in pending], node=node, now=self.now()
+            )
+            if allocations is None:
+                return False
+            for key, allocation in zip(pending, allocations, strict=True):
+                claims[key] = allocated_claim(claims[key], allocation)
+        running = running_pod(pod, node=node, now=self.now(), ip=ip)
         for key in keys:
-            claim = self.state.objects[key]
-            if (claim.get("status") or {}).get("allocation"):
-                if not self.claim_fits_node(claim, node):
-                    break
-                changed[key] = claim
-                continue
-            updated = self.allocate_claim(key, node)
-            if updated is None:
-                break
-            changed[key] = updated
-        else:
-            running = running_pod(pod, node=node, now=self.now(), ip=ip)
-            for key in keys:
-                self.emit("MODIFIED", reserved_claim(changed[key], running))
-            self.emit("MODIFIED", running)
-            return True
-        for key, claim in changed.items():
-            if claim is not self.state.objects[key]:
-                self.state.release(key)
-        return False
+            self.emit("MODIFIED", reserved_claim(claims[key], running))
+        self.emit("MODIFIED", running)
+        return True
 
     def release_pod(self, pod_key: ObjKey, *, delete_standalone: bool) -> None:
         """Delete a pod, unreserve its claims, then delete or deallocate the unused ones.
@@ -286,3 +289,8 @@ class Operations:
     def pod_ip(self) -> str:
         octets = (self.rng.randrange(64, 128), self.rng.randrange(256), self.rng.randrange(1, 255))
         return "10.{}.{}.{}".format(*octets)
+
+
+def _allocation(claim: dict[str, Any]) -> dict[str, Any] | None:
+    allocation = (claim.get("status") or {}).get("allocation")
+    return allocation if isinstance(allocation, dict) and allocation else None

@@ -1,4 +1,4 @@
-"""Nodes and the ResourceSlices their drivers publish, and reading slices back into devices.
+"""Nodes and the ResourceSlices their drivers publish.
 
 Shapes follow resource.k8s.io/v1: a slice holds either devices or sharedCounters, never both, so
 a MIG-capable node publishes a two-slice pool (one slice of counter sets, one of devices). A
@@ -20,17 +20,14 @@ from demo.catalog import (
     POOL_LABEL,
     RESOURCE_API,
     ZONE_LABEL,
-    DemoError,
-    DeviceInfo,
-    attribute_value,
     metadata,
     new_uid,
-    parse_quantity,
     random_suffix,
 )
 
 GPUS_PER_NODE = 8
 MIG_PER_GPU = 7
+MIG_INFIX = "-mig-"
 # Semantic versions: no leading zeros, as the API server requires of version attributes.
 DRIVER_VERSIONS = ("550.54.15", "550.90.7", "535.161.8")
 
@@ -70,6 +67,11 @@ KIND_PATTERN = (
 
 def node_name(index: int) -> str:
     return f"node-{index:04d}"
+
+
+def parent_gpu(device: str) -> str:
+    """The whole GPU a device of a node's GPU pool is or is part of (`gpu-3-mig-...` -> `gpu-3`)."""
+    return device.partition(MIG_INFIX)[0]
 
 
 def node_object(
@@ -241,7 +243,7 @@ def gpu_slices(
         for slot in range(MIG_PER_GPU):
             partitions.append(
                 {
-                    "name": f"gpu-{index}-mig-1g-10gb-{slot}",
+                    "name": f"gpu-{index}{MIG_INFIX}1g-10gb-{slot}",
                     "attributes": {
                         "type": {"string": "mig"},
                         "profile": {"string": "1g.10gb"},
@@ -363,76 +365,3 @@ def fabric_slices(
         ]
         slices.append(fabric)
     return slices
-
-
-def slice_devices(
-    resource_slice: dict[str, Any], *, zone_of_selector: bool = True
-) -> list[DeviceInfo]:
-    """Devices of one slice as DeviceInfo (counters come from the pool, see `slice_counters`)."""
-    where = f"ResourceSlice {resource_slice.get('metadata', {}).get('name')!r}"
-    spec = resource_slice.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("pool"), dict):
-        raise DemoError(f"{where}: spec.pool is missing")
-    driver = spec.get("driver", "")
-    pool = spec["pool"].get("name", "")
-    node = spec.get("nodeName")
-    zone = None
-    if spec.get("nodeSelector") and zone_of_selector:
-        expressions = spec["nodeSelector"]["nodeSelectorTerms"][0].get("matchExpressions") or []
-        zone = next((e["values"][0] for e in expressions if e.get("key") == ZONE_LABEL), None)
-    devices = []
-    for device in spec.get("devices") or []:
-        name = device.get("name", "")
-        capacity: dict[str, int] = {}
-        shared_default: dict[str, str] = {}
-        for cap_name, cap in (device.get("capacity") or {}).items():
-            cap_where = f"{where}: device {name!r} capacity {cap_name!r}"
-            capacity[cap_name] = parse_quantity(cap.get("value", ""), where=cap_where)
-            policy = cap.get("requestPolicy") or {}
-            if policy.get("default"):
-                parse_quantity(policy["default"], where=cap_where)
-                shared_default[cap_name] = str(policy["default"])
-        consumes = [
-            (
-                use.get("counterSet", ""),
-                {
-                    counter: parse_quantity(value.get("value", ""), where=f"{where}: {name!r}")
-                    for counter, value in (use.get("counters") or {}).items()
-                },
-            )
-            for use in device.get("consumesCounters") or []
-        ]
-        devices.append(
-            DeviceInfo(
-                driver=driver,
-                pool=pool,
-                name=name,
-                node=node,
-                zone=zone,
-                attributes={
-                    key: attribute_value(value)
-                    for key, value in (device.get("attributes") or {}).items()
-                },
-                capacity=capacity,
-                consumes=consumes,
-                shared_default=shared_default,
-                multiple=bool(device.get("allowMultipleAllocations")),
-                tainted=any(
-                    t.get("effect") in ("NoSchedule", "NoExecute")
-                    for t in device.get("taints") or []
-                ),
-            )
-        )
-    return devices
-
-
-def slice_counters(resource_slice: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Counter sets a slice declares, by name."""
-    where = f"ResourceSlice {resource_slice.get('metadata', {}).get('name')!r}"
-    return {
-        counter_set.get("name", ""): {
-            counter: parse_quantity(value.get("value", ""), where=f"{where}: sharedCounters")
-            for counter, value in (counter_set.get("counters") or {}).items()
-        }
-        for counter_set in (resource_slice.get("spec") or {}).get("sharedCounters") or []
-    }

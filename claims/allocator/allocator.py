@@ -144,6 +144,31 @@ class Allocator:
             self._counter_cache.pop(pool, None)
         return added
 
+    def release_allocation(self, results: Sequence[JSON]) -> list[DeviceID]:
+        """Stop counting AllocationResults recorded earlier (the inverse of `record_allocation`).
+
+        For a claim that was deallocated or deleted: updates the allocated state in place and
+        forgets the available counters of only the pools whose devices became free, so that a
+        long-lived allocator follows a changing cluster without a rebuild. Returns the devices
+        that are no longer allocated.
+        """
+        consumable = self.features.ConsumableCapacity
+        freed: list[DeviceID] = []
+        for index, allocation in enumerate(results):
+            if not isinstance(allocation, dict):
+                raise ScenarioError(f"results[{index}]: expected an AllocationResult object")
+            entries = (allocation.get("devices") or {}).get("results") or []
+            freed.extend(
+                self._allocated_state.remove_results(
+                    entries,
+                    consumable_capacity=consumable,
+                    where=f"results[{index}].devices.results",
+                )
+            )
+        for _, pool, _ in freed:
+            self._counter_cache.pop(pool, None)
+        return freed
+
     def new_run(self, node: JSON | NodeInfo | None, claims: Sequence[JSON | ClaimInfo]) -> Run:
         """Gather the node's pools and prepare a search without running it."""
         node_info = node if isinstance(node, NodeInfo) else NodeInfo.from_object(node)

@@ -145,6 +145,22 @@ class AllocatedState:
         self._shares_per_device[device_id] = self._shares_per_device.get(device_id, 0) + 1
         self._indexed_shares += 1
 
+    def remove_shared_device(self, device_id: DeviceID, share_id: str) -> bool:
+        """Forget one share of a device; False if it was not recorded."""
+        if len(self.allocated_shared_device_ids) != self._indexed_shares:
+            self._reindex_shares()
+        shared = (*device_id, share_id)
+        if shared not in self.allocated_shared_device_ids:
+            return False
+        self.allocated_shared_device_ids.discard(shared)
+        remaining = self._shares_per_device.get(device_id, 1) - 1
+        if remaining > 0:
+            self._shares_per_device[device_id] = remaining
+        else:
+            self._shares_per_device.pop(device_id, None)
+        self._indexed_shares -= 1
+        return True
+
     def insert_capacity(self, device_id: DeviceID, consumed: Mapping[str, Quantity]) -> None:
         """Record capacity consumed by one share of a device."""
         existing = self.aggregated_capacity.get(device_id)
@@ -205,6 +221,47 @@ class AllocatedState:
                 continue
             self.allocated_devices.add(device_id)
         return added
+
+    def remove_results(
+        self, results: Iterable[Any], *, consumable_capacity: bool, where: str
+    ) -> list[DeviceID]:
+        """Stop counting the entries of one results list (the inverse of `add_results`).
+
+        A dedicated device is freed; a share is dropped with the capacity it consumed, and a
+        device's aggregated capacity goes with its last share. Returns the devices that are no
+        longer allocated at all.
+        """
+        freed: list[DeviceID] = []
+        for result in results:
+            if not isinstance(result, dict):
+                raise ScenarioError(f"{where}: expected a device result object")
+            if result.get("adminAccess") is True:
+                continue
+            try:
+                device_id = (result["driver"], result["pool"], result["device"])
+            except KeyError as exc:
+                raise ScenarioError(f"{where}: missing {exc.args[0]}") from exc
+            share_id = result.get("shareID")
+            if consumable_capacity and share_id is not None:
+                # A share released twice must not give its capacity back twice.
+                removed = self.remove_shared_device(device_id, share_id)
+                existing = self.aggregated_capacity.get(device_id)
+                consumed = result.get("consumedCapacity")
+                if removed and existing is not None and consumed is not None:
+                    sub_capacity(
+                        existing,
+                        {
+                            name: parse_quantity(value, where=f"{where} consumedCapacity.{name}")
+                            for name, value in consumed.items()
+                        },
+                    )
+                if device_id not in self._shares_per_device:
+                    self.aggregated_capacity.pop(device_id, None)
+            else:
+                self.allocated_devices.discard(device_id)
+            if not self.is_device_allocated(device_id):
+                freed.append(device_id)
+        return freed
 
     def add_allocated_claims(self, claims: Iterable[JSON], *, consumable_capacity: bool) -> None:
         """Count the results of allocated claims as the scheduler does (see `add_results`)."""
