@@ -34,7 +34,7 @@ FAST = WatchOptions(
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval=0.3) as fake:
+    with FakeApiServer(bookmark_interval=0.3, too_large_wait=0.2) as fake:
         yield fake
 
 
