@@ -25,6 +25,7 @@ from inventory.kube.client import KubeClient, load_client
 from inventory.kube.fakeapi import FakeApiServer
 from inventory.kube.kinds import KINDS
 from inventory.kube.watch import KindWatcher, write_guard
+from inventory.kube.watch import state as watch_state
 from inventory.models import SyncState
 from inventory.sync import handler_for
 from tests.sync import objects
@@ -267,3 +268,14 @@ def test_staleness_rules() -> None:
     assert SyncState(kind="Node", resource_version="5", verified_at=now).is_stale(now=now)
     assert SyncState(kind="Node", cursor_valid=True, verified_at=now).is_stale(now=now)
     assert not SyncState(kind="Node", served=False).is_stale(now=now)
+
+
+def test_stale_kinds_lists_what_may_differ_from_the_cluster() -> None:
+    """stale_kinds names served kinds with an invalid or unchecked cursor, not unserved ones."""
+    now = timezone.now()
+    old = now - SyncState.STALE_AFTER - timedelta(minutes=1)
+    SyncState.objects.create(kind="Node", resource_version="5", cursor_valid=True, verified_at=now)
+    SyncState.objects.create(kind="Pod", resource_version="5", cursor_valid=True, verified_at=old)
+    SyncState.objects.create(kind="ResourceSlice", resource_version="5", verified_at=now)
+    SyncState.objects.create(kind="ResourceClass", served=False)
+    assert sorted(watch_state.stale_kinds()) == ["Pod", "ResourceSlice"]

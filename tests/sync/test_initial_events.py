@@ -84,3 +84,21 @@ def test_a_stream_ending_before_the_marker_is_a_transport_error() -> None:
 def test_stop_returns_none() -> None:
     """A stop request ends the wait without a state."""
     assert initial_events(CannedSource([None, None]), stop=lambda: True, **OPTIONS) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "too old resource version: 1005 (1010)",  # the watch cache names its oldest version
+        "The resourceVersion for the provided watch is too old.",  # etcd3 storage does not
+    ],
+)
+def test_expired_watch_is_gone_with_or_without_the_oldest_version(message: str) -> None:
+    """Both wordings of 410 Expired mean the same: relist."""
+    status = {"kind": "Status", "code": 410, "reason": "Expired", "message": message}
+    source = CannedSource([event("MODIFIED", "a", 1006), {"type": "ERROR", "object": status}])
+    batches = batch_events(source, max_delay=10.0, **OPTIONS)
+    assert [len(b.events) for b in [next(batches)]] == [1]
+    with pytest.raises(ApiStatusError) as caught:
+        next(batches)
+    assert caught.value.gone and caught.value.message == message

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -220,3 +221,9 @@ def release_kind(kind: str, *, watcher: str) -> None:
     """Clear the watcher name when stopping, so status pages show nobody is watching."""
     with write_guard():
         SyncState.objects.filter(kind=kind, watcher=watcher).update(watcher="")
+
+
+def stale_kinds(*, max_age: timedelta | None = None) -> list[str]:
+    """Kinds whose stored objects may differ from the cluster (see `SyncState.is_stale`)."""
+    now = timezone.now()
+    return [s.kind for s in SyncState.objects.all() if s.is_stale(now=now, max_age=max_age)]
