@@ -304,8 +304,11 @@ class KindWatcher:
         self.stop.wait(self.options.not_served_poll)
 
     def sync_state(self, deadline: float | None = None) -> StreamSource | None:
-        """Make the database equal to the cluster: by watch list (returns its open stream,
-        to be followed) or, where the server has none, by a paginated list (returns None)."""
+        """Make the database equal to the cluster; returns the watch list's stream, if any.
+
+        A watch list's stream stays open, to be followed; where the server has no watch lists
+        a paginated list does the work and there is no stream (None).
+        """
         if self.watch_list is not False:
             try:
                 return self.watch_list_sync(deadline)
