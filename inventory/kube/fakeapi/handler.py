@@ -3,6 +3,14 @@
 Answers the way kube-apiserver answers over JSON: Status bodies for errors, `kind: XList` with
 list metadata for lists (items without kind/apiVersion, as real servers send them), one JSON event
 per line on chunked watch streams, 410 Expired for versions older than the retained history.
+
+resourceVersions as the cacher and etcd3 storage treat them: a watch from a version the server
+has not reached is a 200 that stays silent until changes pass it (bookmarks included); a list
+NotOlderThan a future version waits `too_large_wait` (3 s upstream), then 504 "Too large resource
+version" with Retry-After; Exact reads of a future revision are an immediate 504; an expired
+continue token is a 410 carrying a token to go on at the latest revision; watch lists
+(`sendInitialEvents=true`) end their initial state with a bookmark annotated
+`k8s.io/initial-events-end`. Query rules are in `options`.
 """
 
 from __future__ import annotations
