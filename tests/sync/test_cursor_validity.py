@@ -216,6 +216,17 @@ def test_list_and_watch_where_watch_lists_are_not_served(watchers) -> None:
         watchers.stop()
 
 
+def test_a_failed_watch_list_falls_back_to_a_list(server, watchers) -> None:
+    """A watch list answered with a server error is replaced by a list, as client-go does."""
+    populate(server)
+    server.inject_fault("error", resource="nodes", verb="watch")
+    watchers.start("Node")
+    wait_equal(server, "Node")
+    node_requests = [r for r in server.requests if r.path == "/api/v1/nodes"]
+    assert node_requests[0].query.get("sendInitialEvents") == "true"
+    assert any("watch" not in r.query and "limit" in r.query for r in node_requests[1:])
+
+
 def factory_for(server: FakeApiServer) -> Callable[[], KubeClient]:
     folder = Path(tempfile.mkdtemp())
     path = server.write_kubeconfig(folder / "kubeconfig")

@@ -316,11 +316,16 @@ class KindWatcher:
                 log.info("%s: %s; using list and watch", self.kind, exc)
                 self.watch_list = False
             except ApiStatusError as exc:
-                if exc.status not in (400, 422):
+                if exc.status == 429 or exc.gone or exc.version_too_large:
                     raise
-                # 422: the WatchList feature is off; 400: a server that predates it.
-                log.info("%s: no watch lists here (%s); using list and watch", self.kind, exc)
-                self.watch_list = False
+                if exc.status in (400, 422):
+                    # 422: the WatchList feature is off; 400: a server that predates it.
+                    log.info("%s: no watch lists here (%s); using list and watch", self.kind, exc)
+                    self.watch_list = False
+                else:
+                    # As client-go: any other failure (e.g. etcd without watch progress
+                    # requests) falls back to a list this time; the next sync tries again.
+                    log.info("%s: watch list failed (%s); listing instead", self.kind, exc)
         self.relist()
         return None
 
