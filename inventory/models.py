@@ -7,9 +7,11 @@ beside the columns we index and query, so no field the cluster sent is lost.
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from inventory.choices import Kind
 
@@ -222,12 +224,29 @@ class DeviceTaintRule(KubeObject):
 
 
 class SyncState(models.Model):
-    """The sync cursor and health of one kind; survives restarts."""
+    """The sync cursor and health of one kind; survives restarts.
+
+    `resource_version` is the watch cursor: every event up to it is committed. It means
+    something only on the cluster named by `cluster_uid` (the uid of its kube-system
+    namespace) and only while `cursor_valid`: the watcher clears that when the server proved
+    the cursor wrong (a different cluster, or a server behind the cursor after a restore) and
+    sets it again after a list. `verified_at` is when the server last confirmed the data (a
+    list, or a check on reconnect that the cursor is not ahead of the server). `served=False`
+    with `not_served_reason` is neutral: the cluster has no such API, nothing is wrong.
+    """
+
+    # Without a list or cursor check for this long, a served kind counts as stale: the
+    # watcher reconnects (and checks) at least every WATCH_TIMEOUT_SECONDS (290 s).
+    STALE_AFTER = timedelta(minutes=15)
 
     kind = models.CharField(max_length=64, choices=Kind.choices, unique=True)
     served_version = models.CharField(max_length=64, blank=True, default="")
     served = models.BooleanField(default=True)
+    not_served_reason = models.TextField(blank=True, default="")
     resource_version = models.CharField(max_length=64, blank=True, default="")
+    cluster_uid = models.CharField(max_length=64, blank=True, default="")
+    cursor_valid = models.BooleanField(default=False)
+    verified_at = models.DateTimeField(null=True, blank=True)
     object_count = models.PositiveIntegerField(default=0)
     events_total = models.BigIntegerField(default=0)
     events_per_second = models.FloatField(default=0.0)
@@ -244,6 +263,29 @@ class SyncState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}@{self.resource_version or '-'}"
+
+    def is_stale(self, *, now: datetime | None = None, max_age: timedelta | None = None) -> bool:
+        """The stored objects may differ from the cluster: cursor not valid, or unchecked too long.
+
+        A kind the cluster does not serve is never stale (there is nothing to be stale about).
+        """
+        if not self.served:
+            return False
+        if not self.cursor_valid or not self.resource_version or self.verified_at is None:
+            return True
+        now = now or timezone.now()
+        return now - self.verified_at > (max_age or self.STALE_AFTER)
+
+    @property
+    def health(self) -> str:
+        """One word for status pages: not-served, error, stale or ok (in that precedence)."""
+        if not self.served:
+            return "not-served"
+        if self.last_error:
+            return "error"
+        if self.is_stale():
+            return "stale"
+        return "ok"
 
 
 class SkippedObject(models.Model):

@@ -70,11 +70,13 @@ def test_cluster_role_is_read_only_without_wildcards() -> None:
         for field in ("verbs", "resources", "apiGroups"):
             assert all("*" not in item for item in rule[field]), field
         assert "nonResourceURLs" not in rule
-        assert "resourceNames" not in rule
+        # Names cannot narrow list or watch; only a get (kube-system, the cluster identity) may.
+        assert "resourceNames" not in rule or set(rule["verbs"]) == {"get"}
 
 
 def test_cluster_role_covers_every_synced_kind() -> None:
-    """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods and resourcequotas."""
+    """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas, and the
+    kube-system namespace whose uid names the cluster."""
     granted = {
         (group, resource)
         for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]
@@ -93,8 +95,14 @@ def test_cluster_role_covers_every_synced_kind() -> None:
         "resourceclassparameters",
     }
     want = {("resource.k8s.io", r) for r in resource_kinds}
-    want |= {("", r) for r in ("nodes", "pods", "resourcequotas")}
+    want |= {("", r) for r in ("nodes", "pods", "resourcequotas", "namespaces")}
     assert granted == want
+    (identity,) = [
+        r
+        for r in one("ClusterRole", "dra-dashboard-reader")["rules"]
+        if "namespaces" in r["resources"]
+    ]
+    assert identity["resourceNames"] == ["kube-system"] and identity["verbs"] == ["get"]
 
 
 def test_binding_gives_the_role_to_the_service_account() -> None:

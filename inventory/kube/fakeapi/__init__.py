@@ -16,7 +16,7 @@ from inventory.kube.fakeapi.resources import (
     resource_type,
 )
 from inventory.kube.fakeapi.server import FakeApiServer, RequestRecord
-from inventory.kube.fakeapi.store import Expired, ObjectStore
+from inventory.kube.fakeapi.store import Backup, Expired, ObjectStore
 
 __all__ = [
     "DRA_GROUP",
@@ -24,6 +24,7 @@ __all__ = [
     "DRA_VERSIONS",
     "FAULT_KINDS",
     "RESOURCES",
+    "Backup",
     "Churn",
     "ChurnLoop",
     "Expired",

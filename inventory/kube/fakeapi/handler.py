@@ -3,6 +3,14 @@
 Answers the way kube-apiserver answers over JSON: Status bodies for errors, `kind: XList` with
 list metadata for lists (items without kind/apiVersion, as real servers send them), one JSON event
 per line on chunked watch streams, 410 Expired for versions older than the retained history.
+
+resourceVersions as the cacher and etcd3 storage treat them: a watch from a version the server
+has not reached is a 200 that stays silent until changes pass it (bookmarks included); a list
+NotOlderThan a future version waits `too_large_wait` (3 s upstream), then 504 "Too large resource
+version" with Retry-After; Exact reads of a future revision are an immediate 504; an expired
+continue token is a 410 carrying a token to go on at the latest revision; watch lists
+(`sendInitialEvents=true`) end their initial state with a bookmark annotated
+`k8s.io/initial-events-end`. Query rules are in `options`.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from inventory.kube.fakeapi import resources
+from inventory.kube.fakeapi import options, resources
 from inventory.kube.fakeapi.faults import Fault, Verb
 from inventory.kube.fakeapi.resources import DRA_GROUP, ResourceType
 from inventory.kube.fakeapi.selectors import (
@@ -32,7 +40,6 @@ from inventory.kube.fakeapi.store import Change, Expired, Key, Obj, TooLarge
 if TYPE_CHECKING:
     from inventory.kube.fakeapi.server import FakeApiServer
 
-_TRUE = ("1", "true", "True")
 _POLL = 0.25
 
 
@@ -75,6 +82,25 @@ def status_body(
     if details is not None:
         body["details"] = details
     return body
+
+
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter."
+)
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or deleted "
+    "between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def too_large_details(exc: TooLarge, *, retry_after: int) -> dict[str, Any]:
+    """Status details of "Too large resource version" (storage.NewTooLargeResourceVersionError)."""
+    cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    return {"causes": [cause], "retryAfterSeconds": retry_after}
 
 
 def encode_continue(revision: int, last: Key) -> str:
@@ -194,7 +220,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             self._not_found()
             return
         route = _Route(rt, group_version=group_version, namespace=namespace, name=name)
-        verb: Verb = "get" if name else ("watch" if query.get("watch") in _TRUE else "list")
+        verb: Verb = "get" if name else ("watch" if query.get("watch") in options.TRUE else "list")
         fault = self.app._faults.take(resource=rt.plural, verb=verb)
         if fault is not None and self._early_fault(fault, verb):
             return
@@ -245,40 +271,53 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
     def _list(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
         try:
             matches = _selector(query)
-            limit = int(query.get("limit") or 0)
-            rv = query.get("resourceVersion", "")
-            match = query.get("resourceVersionMatch", "")
+            opts = options.parse(query)
+            limit = opts.limit
             start: Key | None = None
             at: int | None = None
             not_older_than = 0
-            if query.get("continue"):
-                at, start = decode_continue(query["continue"])
-            elif rv == "0":
+            if opts.continue_token:
+                if opts.resource_version not in ("", "0"):
+                    raise ValueError(
+                        "specifying resource version is not allowed when using continue"
+                    )
+                continued, start = decode_continue(opts.continue_token)
+                # A token of revision -1 (handed out after compaction) continues at the latest.
+                at = continued if continued > 0 else None
+            elif opts.resource_version == "0":
                 # Served from the cache: real servers may ignore limit here, and do.
                 limit = 0
-            elif rv and (match == "Exact" or (limit and match != "NotOlderThan")):
-                at = _parse_rv(rv)
-            elif rv:
-                not_older_than = _parse_rv(rv)
+            elif opts.resource_version:
+                rv = options.parse_rv(opts.resource_version)
+                # Exact, and the legacy limit+resourceVersion, read that revision from etcd;
+                # NotOlderThan (and the legacy form without limit) is served by the cache.
+                if opts.match == options.EXACT or (limit and not opts.match):
+                    at = rv
+                else:
+                    not_older_than = rv
+        except options.InvalidOptions as exc:
+            self._send_status(422, "Invalid", str(exc), exc.details())
+            return
         except (ValueError, SelectorError) as exc:
             self._send_status(400, "BadRequest", str(exc))
             return
+        store = self.app._store
         try:
-            current = self.app._store.revision
-            if not_older_than > current:
-                raise TooLarge(not_older_than, current)
-            revision, items = self.app._store.snapshot(route.rt, namespace=route.namespace, at=at)
+            if not_older_than > store.revision:
+                self._wait_for_revision(not_older_than)
+                if not_older_than > store.revision:
+                    # The cacher waits ~3 s for its cache to catch up, then asks to retry.
+                    raise TooLarge(not_older_than, store.revision)
+            revision, items = store.snapshot(route.rt, namespace=route.namespace, at=at)
         except Expired as exc:
-            message = (
-                "The provided continue parameter is too old to display a consistent list result."
-                if start is not None
-                else f"too old resource version: {exc.requested} ({exc.oldest})"
-            )
-            self._send_status(410, "Expired", message)
+            if start is not None:
+                self._send_continue_expired(start)
+            else:
+                self._send_status(410, "Expired", str(exc))
             return
         except TooLarge as exc:
-            details = {"causes": [{"reason": "ResourceVersionTooLarge", "message": str(exc)}]}
-            self._send_status(504, "Timeout", str(exc), details)
+            retry = 1 if not_older_than else 0
+            self._send_too_large(exc, retry_after=retry)
             return
         selected = [(k, o) for k, o in items if matches(o) and (start is None or k > start)]
         page = selected[:limit] if limit else selected
@@ -298,6 +337,34 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, body)
 
+    def _wait_for_revision(self, wanted: int) -> None:
+        deadline = time.monotonic() + self.app.too_large_wait
+        store = self.app._store
+        while store.revision < wanted and not self.app._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            store.wait(after=wanted - 1, timeout=min(left, _POLL), stop=self.app._stopping.is_set)
+
+    def _send_too_large(self, exc: TooLarge, *, retry_after: int) -> None:
+        self._send_status(
+            504,
+            "Timeout",
+            str(exc),
+            too_large_details(exc, retry_after=retry_after),
+            headers={"Retry-After": str(retry_after)} if retry_after else None,
+        )
+
+    def _send_continue_expired(self, start: Key) -> None:
+        if not self.app.continue_expired_token:
+            self._send_status(410, "Expired", CONTINUE_EXPIRED)
+            return
+        # As etcd3's handleCompactedErrorForPaging: a token that continues at the latest
+        # revision (-1), for clients willing to accept an inconsistent list.
+        body = status_body(410, "Expired", INCONSISTENT_CONTINUE)
+        body["metadata"] = {"continue": encode_continue(-1, start)}
+        self._send_json(410, body)
+
     def _list_item(self, obj: Obj) -> Obj:
         if self.app.list_items_with_type_meta:
             return obj
@@ -306,14 +373,19 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
     def _watch(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
         try:
             matches = _selector(query)
-            timeout = float(query.get("timeoutSeconds") or self.app.max_watch_seconds)
-            rv = query.get("resourceVersion", "")
-            initial = query.get("sendInitialEvents") in _TRUE
-            cursor = _parse_rv(rv) if rv not in ("", "0") else None
+            opts = options.parse(query)
+            if opts.send_initial_events is not None and not self.app.watch_list:
+                raise options.watch_list_forbidden()
+            timeout = opts.timeout_seconds or self.app.max_watch_seconds
+            rv = opts.resource_version
+            requested = options.parse_rv(rv) if rv not in ("", "0") else None
+        except options.InvalidOptions as exc:
+            self._send_status(422, "Invalid", str(exc), exc.details())
+            return
         except (ValueError, SelectorError) as exc:
             self._send_status(400, "BadRequest", str(exc))
             return
-        bookmarks = query.get("allowWatchBookmarks") in _TRUE
+        watch_list = opts.send_initial_events is True
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -321,15 +393,29 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.app._watch_opened()
         try:
+            if watch_list and requested is not None and requested > self.app._store.revision:
+                # A watch list must start from data at least that new: wait, then fail as
+                # the cacher does, with an ERROR event (the 200 is already sent).
+                self._wait_for_revision(requested)
+                if requested > self.app._store.revision:
+                    error = TooLarge(requested, self.app._store.revision)
+                    status = status_body(504, "Timeout", str(error))
+                    status["details"] = too_large_details(error, retry_after=1)
+                    self._chunk(_line({"type": "ERROR", "object": status}))
+                    self._end_chunks()
+                    return
             self._stream(
                 route,
                 fault=fault,
                 matches=matches,
                 deadline=time.monotonic() + timeout,
-                cursor=cursor,
-                initial=initial or cursor is None,
-                initial_bookmark=initial and bookmarks,
-                bookmarks=bookmarks,
+                # Legacy watches without a version start with the current state; a watch list
+                # always does; sendInitialEvents=false starts from now.
+                initial_events=watch_list
+                or (requested is None and opts.send_initial_events is None),
+                start=None if watch_list else requested,
+                initial_bookmark=watch_list and opts.allow_bookmarks,
+                bookmarks=opts.allow_bookmarks,
             )
         finally:
             self.app._watch_closed()
@@ -341,8 +427,8 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         fault: Fault | None,
         matches: Predicate,
         deadline: float,
-        cursor: int | None,
-        initial: bool,
+        initial_events: bool,
+        start: int | None,
         initial_bookmark: bool,
         bookmarks: bool,
     ) -> None:
@@ -353,10 +439,15 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             self._end_chunks()
             return
         events: list[dict[str, Any]] = []
-        if cursor is None:
-            # No version (or "0"): synthetic ADDED events for the current state, then changes.
+        if start is None:
             cursor, items = store.snapshot(route.rt, namespace=route.namespace, at=None)
-            events = [{"type": "ADDED", "object": obj} for _, obj in items if matches(obj)]
+            if initial_events:
+                events = [{"type": "ADDED", "object": obj} for _, obj in items if matches(obj)]
+        else:
+            cursor = start
+        # Like the cacher, nothing at or below the requested version is sent, bookmarks
+        # included: a watch from a version the server has not reached yet stays silent.
+        floor = cursor if start is not None else 0
         if initial_bookmark:
             events.append(self._bookmark(route, cursor, initial_end=True))
         next_bookmark = time.monotonic() + self.app.bookmark_interval
@@ -380,7 +471,8 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 self._end_chunks()
                 return
             if bookmarks and now >= next_bookmark:
-                self._chunk(_line(self._bookmark(route, cursor)))
+                if cursor > floor:
+                    self._chunk(_line(self._bookmark(route, cursor)))
                 next_bookmark = now + self.app.bookmark_interval
             wake = min(deadline, next_bookmark) if bookmarks else deadline
             # Wake at least every _POLL seconds to notice a client that went away.
@@ -481,12 +573,6 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
 
 def _line(event: dict[str, Any]) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
-
-
-def _parse_rv(value: str) -> int:
-    if not value.isdigit():
-        raise ValueError(f'resourceVersion: Invalid value: "{value}": must be a valid number')
-    return int(value)
 
 
 def _selector(query: dict[str, str]) -> Predicate:

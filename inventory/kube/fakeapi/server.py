@@ -1,8 +1,8 @@
 """FakeApiServer: the fake Kubernetes API server run in a background thread, and its test API.
 
-Tests and the demo mutate the cluster through Python (`apply`, `delete`, `compact`), shape the
-server (`set_served_versions`, `inject_fault`, `stop`/`start` on the same port) and point any
-client at it through `url` or a kubeconfig from `write_kubeconfig`.
+Tests and the demo mutate the cluster through Python (`apply`, `delete`, `compact`, `backup` and
+`restore`), shape the server (`set_served_versions`, `inject_fault`, `stop`/`start` on the same
+port) and point any client at it through `url` or a kubeconfig from `write_kubeconfig`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import yaml
 from inventory.kube.fakeapi.faults import Fault, FaultKind, FaultPlan, Verb
 from inventory.kube.fakeapi.handler import FakeHttpServer
 from inventory.kube.fakeapi.resources import validate_versions
-from inventory.kube.fakeapi.store import Obj, ObjectStore
+from inventory.kube.fakeapi.store import Backup, Obj, ObjectStore
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class FakeApiServer:
         max_watch_seconds: float = 1800.0,
         token: str | None = None,
         list_items_with_type_meta: bool = False,
+        cluster_uid: str | None = None,
+        first_revision: int = 1000,
+        watch_list: bool = True,
+        too_large_wait: float = 3.0,
+        continue_expired_token: bool = True,
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"host must be a loopback address, got {host!r}")
@@ -64,8 +70,26 @@ class FakeApiServer:
         self.max_watch_seconds = max_watch_seconds
         self.token = token
         self.list_items_with_type_meta = list_items_with_type_meta
+        # WatchList (sendInitialEvents on watches); off answers 422 as servers without it do.
+        self.watch_list = watch_list
+        # How long a list or watch list from a future resourceVersion waits before its 504
+        # (the cacher's blockTimeout is 3 s).
+        self.too_large_wait = too_large_wait
+        # A 410 for an expired continue token carries a token to go on inconsistently, as etcd3
+        # storage sends; off: the plain 410 older servers sent.
+        self.continue_expired_token = continue_expired_token
         self._served = validate_versions(served_versions)
-        self._store = ObjectStore(history_limit=history_limit)
+        self._store = ObjectStore(history_limit=history_limit, first_revision=first_revision)
+        # Every cluster has a kube-system namespace; its uid names the cluster (a new cluster
+        # at the same address has another one).
+        self.cluster_uid = cluster_uid or str(uuid.uuid4())
+        self._store.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "kube-system", "uid": self.cluster_uid},
+            }
+        )
         self._faults = FaultPlan()
         self._stopping = threading.Event()
         self._lock = threading.Condition()
@@ -152,6 +176,17 @@ class FakeApiServer:
     def compact(self) -> None:
         """Drop the change history: older resourceVersions and continue tokens now get 410."""
         self._store.compact()
+
+    def backup(self) -> Backup:
+        """Every object at the current revision, as an etcd snapshot keeps it."""
+        return self._store.backup()
+
+    def restore(self, backup: Backup) -> None:
+        """Restore a backup, as etcd restore does: revisions go back, the history is gone.
+
+        Stop the server first and start it after, as the API servers restart on a restore.
+        """
+        self._store.restore(backup)
 
     def objects(self, kind_or_plural: str) -> list[Obj]:
         """The current objects of one resource, in the order lists return them."""

@@ -54,6 +54,14 @@ class Change:
     previous: Obj | None
 
 
+@dataclass(frozen=True)
+class Backup:
+    """A copy of every stored object at one revision (`ObjectStore.backup`)."""
+
+    revision: int
+    objects: dict[str, dict[Key, Obj]]
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -61,16 +69,20 @@ def _now() -> str:
 class ObjectStore:
     """Thread-safe objects by plural and key, with revisions and a bounded change history."""
 
-    def __init__(self, *, history_limit: int = 10_000) -> None:
+    def __init__(
+        self, *, history_limit: int = 10_000, first_revision: int = _FIRST_REVISION
+    ) -> None:
         if history_limit < 1:
             raise ValueError(f"history_limit must be at least 1, got {history_limit}")
+        if first_revision < 1:
+            raise ValueError(f"first_revision must be at least 1, got {first_revision}")
         self._cond = threading.Condition()
         self._objects: dict[str, dict[Key, Obj]] = {}
-        self._revision = _FIRST_REVISION
+        self._revision = first_revision
         self._history: deque[Change] = deque()
         self._history_limit = history_limit
         # Every change with a revision above the floor is still in the history.
-        self._floor = _FIRST_REVISION
+        self._floor = first_revision
 
     @property
     def revision(self) -> int:
@@ -150,6 +162,21 @@ class ObjectStore:
         with self._cond:
             self._history.clear()
             self._floor = self._revision
+            self._cond.notify_all()
+
+    def backup(self) -> Backup:
+        """The whole state at the current revision, as an etcd snapshot would keep it."""
+        with self._cond:
+            objects = {plural: dict(bucket) for plural, bucket in self._objects.items()}
+            return Backup(revision=self._revision, objects=copy.deepcopy(objects))
+
+    def restore(self, backup: Backup) -> None:
+        """Go back to a backup, as an etcd restore does: revisions fall back, history is gone."""
+        with self._cond:
+            self._objects = copy.deepcopy(backup.objects)
+            self._revision = backup.revision
+            self._history.clear()
+            self._floor = backup.revision
             self._cond.notify_all()
 
     def objects(self, kind_or_plural: str) -> list[Obj]:

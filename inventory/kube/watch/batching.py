@@ -5,6 +5,11 @@ at most `max_events` events or `max_delay` seconds, each carrying the resourceVe
 once the batch is committed: the version of its last event, or of a later bookmark. An ERROR
 event ends the pass by raising the ApiStatusError it carries (410 means relist), after the
 events before it were handed out.
+
+`initial_events` reads the start of a watch list (`sendInitialEvents=true`): the ADDED events of
+every object, up to the bookmark annotated `k8s.io/initial-events-end`, which carries the
+resourceVersion the state stands for. A server that ignores the parameter shows it by sending
+anything else first; that is `WatchListUnsupported`, and the caller lists instead.
 """
 
 from __future__ import annotations
@@ -18,12 +23,25 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from inventory.kube.client import WatchStream, error_from_watch_status
+from inventory.kube.client import KubeError, TransportError, WatchStream, error_from_watch_status
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+class WatchListUnsupported(KubeError):
+    """The server answered a watch list as a plain watch: it has no watch lists; list instead."""
+
+
+@dataclass
+class InitialState:
+    """The objects a watch list started with and the resourceVersion they stand for."""
+
+    items: list[JSON]
+    resource_version: str
 
 
 class Signal(enum.Enum):
@@ -187,3 +205,49 @@ def batch_events(
             pending.resource_version = version
         if len(pending.events) >= max_events or clock() - first_at >= max_delay:
             yield flush()
+
+
+def initial_events(
+    source: EventSource,
+    *,
+    kind: str,
+    api_version: str,
+    path: str,
+    idle_every: float = 1.0,
+    stop: Callable[[], bool] = lambda: False,
+) -> InitialState | None:
+    """The initial state a watch list sends, up to its initial-events-end bookmark.
+
+    None when `stop()` turned true first. Raises WatchListUnsupported when the server sends
+    anything but ADDED events before that bookmark, the ApiStatusError of an ERROR event, and
+    TransportError when the stream ends before the bookmark (retry, it may be a cut).
+    """
+    items: list[JSON] = []
+    while not stop():
+        item = source.next_event(idle_every)
+        if item is Signal.IDLE:
+            continue
+        if item is Signal.END:
+            raise TransportError(f"watch list {path} ended before its initial-events-end bookmark")
+        assert isinstance(item, dict)
+        event_type = item.get("type")
+        obj = item.get("object")
+        if event_type == "ERROR":
+            raise error_from_watch_status(obj if isinstance(obj, dict) else {}, path=path)
+        if not isinstance(obj, dict):
+            log.warning("watch list %s: %s event without an object, ignored", path, event_type)
+            continue
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        if event_type == "BOOKMARK":
+            annotations = meta.get("annotations") or {}
+            version = meta.get("resourceVersion")
+            if annotations.get(INITIAL_EVENTS_END) == "true" and isinstance(version, str):
+                return InitialState(items, version)
+            raise WatchListUnsupported(f"watch {path} sent a bookmark before the initial state")
+        if event_type != "ADDED":
+            raise WatchListUnsupported(f"watch {path} sent {event_type} before the initial state")
+        obj.setdefault("kind", kind)
+        obj.setdefault("apiVersion", api_version)
+        items.append(obj)
+    return None

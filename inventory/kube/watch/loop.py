@@ -1,11 +1,22 @@
-"""The watch loop of one kind, the kopf way: list, watch from the list's version, repeat.
+"""The watch loop of one kind, the way client-go's reflector runs it: list, watch, repeat.
 
 `KindWatcher.run()` is the tiny outer loop: it calls `step()` and turns failures into waits
-(backoff with jitter, Retry-After on 429) or a relist (410 Gone). `step()` discovers the served
-version when needed, relists when needed (replace_all: objects missing from the list are deleted)
-and follows one watch connection, committing each batch with its resourceVersion in one
-transaction, so a watcher killed between batches resumes from a version whose events were all
-committed.
+(backoff with jitter, Retry-After on 429) or a relist (410 Gone, too large resourceVersion).
+`step()` discovers the served version when needed, checks which cluster answers, syncs the
+whole state when needed and follows one watch connection, committing each batch with its
+resourceVersion in one transaction.
+
+A stored cursor is trusted only when the server proves it. On start the watcher lists, as the
+reflector does (`WatchOptions.list_on_start`); on every reconnect it checks that the cluster is
+the same one (the uid of the kube-system namespace) and that the cursor is not ahead of the
+server (a `limit=1` list at `resourceVersionMatch=NotOlderThan` from the cursor: the server,
+which alone may compare its resourceVersions, answers 504 "Too large resource version" when it
+went back, after an etcd restore or on a new cluster). A watch from a future resourceVersion
+would otherwise be answered with silence forever. A different cluster drops the stored objects
+first; a server behind the cursor means a relist.
+
+The whole state comes from a watch list (`sendInitialEvents=true`, client-go's WatchListClient)
+where the server supports it, else from a paginated list.
 """
 
 from __future__ import annotations
@@ -24,13 +35,20 @@ from inventory.kube.client import ApiStatusError, KubeClient
 from inventory.kube.discovery import discover
 from inventory.kube.kinds import KindSpec
 from inventory.kube.watch import state
-from inventory.kube.watch.batching import Batch, StreamSource, batch_events
+from inventory.kube.watch.batching import (
+    Batch,
+    StreamSource,
+    WatchListUnsupported,
+    batch_events,
+    initial_events,
+)
 from inventory.models import SyncState
 from inventory.sync import apply_events, replace_all
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+CLUSTER_IDENTITY_PATH = "/api/v1/namespaces/kube-system"
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,11 @@ class WatchOptions:
     not_served_poll: float = 60.0
     heartbeat_every: float = 5.0
     list_attempts: int = 3
+    # Sync the whole state when a watcher starts, whatever cursor is stored (the reflector
+    # does); off: resume the stored cursor when the server proves it.
+    list_on_start: bool = True
+    # Sync the state through a watch list where the server has them.
+    watch_list: bool = True
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WatchOptions:
@@ -112,8 +135,13 @@ class KindWatcher:
         self.backoff = Backoff(base=self.options.backoff_base, cap=self.options.backoff_cap)
         self.rate = state.RateMeter()
         self.lists = 0  # relists done: tests and the benchmark read it
+        self.cluster_uid = ""  # the cluster the stored objects come from, "" if unknown
+        # None: not tried yet; False: the server has no watch lists (or they are off).
+        self.watch_list: bool | None = None if self.options.watch_list else False
         self._last_beat = 0.0
         self._stored_version = ""
+        self._not_served_message: str | None = None
+        self._identity_unknown_logged = False
 
     def run(self, *, deadline: float | None = None) -> None:
         """Watch until `stop` is set, `deadline` (monotonic) passes or ownership is lost."""
@@ -121,8 +149,10 @@ class KindWatcher:
             stored = state.claim_kind(self.kind, watcher=self.identity)
         self.cursor = stored.resource_version
         self._stored_version = stored.served_version
-        # A stored cursor is resumed (after discovery confirms the version), not relisted.
-        self.need_list = not self.cursor
+        self.cluster_uid = stored.cluster_uid
+        # Resuming needs a cursor the last run trusted and a known cluster to compare with.
+        resumable = bool(self.cursor and stored.cursor_valid and stored.cluster_uid)
+        self.need_list = self.options.list_on_start or not resumable
         try:
             while not self._should_stop(deadline):
                 try:
@@ -148,6 +178,8 @@ class KindWatcher:
             # The stored version is outside the server's history: relist and reconcile.
             log.info("%s: %s; relisting", self.kind, exc)
             self.need_list = True
+            if exc.version_too_large:
+                state.record_cursor_invalid(self.kind, watcher=self.identity)
             return
         if exc.status == 404:
             self.need_discovery = True
@@ -167,7 +199,7 @@ class KindWatcher:
         self.stop.wait(delay)
 
     def step(self, deadline: float | None = None) -> None:
-        """One pass: discover and relist if needed, then follow one watch connection."""
+        """One pass: discover, check the cluster, sync or prove the cursor, follow one watch."""
         if self.client is None:
             self.client = self.client_factory()
         if self.need_discovery or self.version is None:
@@ -179,12 +211,88 @@ class KindWatcher:
                 self.need_list = True
             self.version = served.version
             self.need_discovery = False
+            self._not_served_message = None
+        self.check_cluster()
         if self.need_list or not self.cursor:
-            self.relist()
-        self.watch_once(deadline)
+            source = self.sync_state(deadline)
+            self.watch_once(deadline, source=source)
+            return
+        if self.prove_cursor():
+            self.watch_once(deadline)
+
+    def check_cluster(self) -> None:
+        """Drop the stored objects if another cluster answers now (kube-system uid changed)."""
+        assert self.client is not None
+        uid = self._cluster_identity()
+        if not uid or uid == self.cluster_uid:
+            return
+        if self.cluster_uid:
+            log.warning(
+                "%s: the API server is another cluster now (kube-system uid %s, was %s); "
+                "dropping the stored objects and listing again",
+                self.kind,
+                uid,
+                self.cluster_uid,
+            )
+            state.forget_cluster(self.kind, watcher=self.identity, cluster_uid=uid)
+            self.cursor = ""
+            self.need_list = True
+        else:
+            # Never seen which cluster the cursor came from: it cannot be resumed.
+            state.record_cluster(self.kind, watcher=self.identity, cluster_uid=uid)
+            self.need_list = True
+        self.cluster_uid = uid
+
+    def _cluster_identity(self) -> str:
+        assert self.client is not None
+        try:
+            namespace = self.client.get(CLUSTER_IDENTITY_PATH)
+        except ApiStatusError as exc:
+            if exc.status not in (401, 403, 404):
+                raise
+            # Without `get` on namespaces (older RBAC) the cluster cannot be told apart;
+            # the cursor check still catches a server that went back.
+            if not self._identity_unknown_logged:
+                log.warning("%s: cannot read the cluster identity: %s", self.kind, exc)
+                self._identity_unknown_logged = True
+            return ""
+        meta = namespace.get("metadata") or {}
+        return str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+
+    def prove_cursor(self) -> bool:
+        """True when the server has reached the cursor; else mark it invalid and relist next.
+
+        The server compares: a list of at most one object, not older than the cursor, is a
+        504 "Too large resource version" when the server's data is older than the cursor.
+        """
+        assert self.client is not None and self.version is not None
+        query: dict[str, str | int | bool] = {
+            "limit": 1,
+            "resourceVersion": self.cursor,
+            "resourceVersionMatch": "NotOlderThan",
+        }
+        try:
+            self.client.get(self.spec.path(self.version), query)
+        except ApiStatusError as exc:
+            if not exc.version_too_large:
+                raise
+            log.warning(
+                "%s: the server is behind the stored resourceVersion %s (restored or "
+                "recreated); listing again",
+                self.kind,
+                self.cursor,
+            )
+            state.record_cursor_invalid(self.kind, watcher=self.identity)
+            self.need_list = True
+            return False
+        state.record_verified(self.kind, watcher=self.identity)
+        return True
 
     def _not_served(self, message: str) -> None:
-        log.info("%s: %s", self.kind, message)
+        if message != self._not_served_message:
+            # Logged once per change: the poll below repeats every minute for ever.
+            log.info("%s: %s", self.kind, message)
+            self._not_served_message = message
         with state.write_guard(), transaction.atomic():
             # The cluster has none of these: the database must not keep any either.
             replace_all(self.kind, [])
@@ -195,10 +303,73 @@ class KindWatcher:
         self.need_list = True
         self.stop.wait(self.options.not_served_poll)
 
+    def sync_state(self, deadline: float | None = None) -> StreamSource | None:
+        """Make the database equal to the cluster; returns the watch list's stream, if any.
+
+        A watch list's stream stays open, to be followed; where the server has no watch lists
+        a paginated list does the work and there is no stream (None).
+        """
+        if self.watch_list is not False:
+            try:
+                return self.watch_list_sync(deadline)
+            except WatchListUnsupported as exc:
+                log.info("%s: %s; using list and watch", self.kind, exc)
+                self.watch_list = False
+            except ApiStatusError as exc:
+                if exc.status == 429 or exc.gone or exc.version_too_large:
+                    raise
+                if exc.status in (400, 422):
+                    # 422: the WatchList feature is off; 400: a server that predates it.
+                    log.info("%s: no watch lists here (%s); using list and watch", self.kind, exc)
+                    self.watch_list = False
+                else:
+                    # As client-go: any other failure (e.g. etcd without watch progress
+                    # requests) falls back to a list this time; the next sync tries again.
+                    log.info("%s: watch list failed (%s); listing instead", self.kind, exc)
+        self.relist()
+        return None
+
+    def watch_list_sync(self, deadline: float | None = None) -> StreamSource | None:
+        """Sync the whole state from a watch list; returns its stream, still open."""
+        assert self.client is not None and self.version is not None
+        path = self.spec.path(self.version)
+        query: dict[str, str | int | bool] = {
+            "watch": True,
+            "sendInitialEvents": True,
+            "allowWatchBookmarks": True,
+            # No resourceVersion: the state is read consistently, at the latest version.
+            "resourceVersionMatch": "NotOlderThan",
+            "timeoutSeconds": self._timeout(deadline),
+        }
+        stream = self.client.watch(path, query, read_timeout=self.options.effective_read_timeout)
+        source = StreamSource(stream, name=self.kind)
+        try:
+            initial = initial_events(
+                source,
+                kind=self.kind,
+                api_version=self.spec.api_version(self.version),
+                path=path,
+                idle_every=min(1.0, self.options.heartbeat_every),
+                stop=lambda: self._should_stop(deadline),
+            )
+        except BaseException:
+            source.close()
+            raise
+        if initial is None:
+            source.close()
+            return None
+        self.watch_list = True
+        self._replace(initial.items, initial.resource_version)
+        return source
+
     def relist(self) -> None:
         """List every object (paginated) and make the database equal to the list."""
         assert self.client is not None and self.version is not None
         items, list_version = self._list_all()
+        self._replace(items, list_version)
+
+    def _replace(self, items: list[JSON], list_version: str) -> None:
+        assert self.version is not None
         close_old_connections()
         with state.write_guard(), transaction.atomic():
             replace_all(self.kind, [(raw, None) for raw in items])
@@ -207,6 +378,7 @@ class KindWatcher:
                 watcher=self.identity,
                 served_version=self.version,
                 resource_version=list_version,
+                cluster_uid=self.cluster_uid,
             )
         self.cursor = list_version
         self._stored_version = self.version
@@ -244,21 +416,34 @@ class KindWatcher:
                 log.info("%s: list continue expired, listing again", self.kind)
         raise AssertionError("unreachable")
 
-    def watch_once(self, deadline: float | None = None) -> None:
-        """Follow one watch connection from the cursor until it ends; commit batch by batch."""
-        assert self.client is not None and self.version is not None
-        path = self.spec.path(self.version)
+    def _timeout(self, deadline: float | None) -> int:
         timeout = self.options.timeout_seconds
         if deadline is not None:
             timeout = max(1, min(timeout, int(deadline - time.monotonic()) + 1))
-        query: dict[str, str | int | bool] = {
-            "watch": True,
-            "allowWatchBookmarks": True,
-            "timeoutSeconds": timeout,
-            "resourceVersion": self.cursor,
-        }
-        stream = self.client.watch(path, query, read_timeout=self.options.effective_read_timeout)
-        source = StreamSource(stream, name=self.kind)
+        return timeout
+
+    def watch_once(
+        self, deadline: float | None = None, *, source: StreamSource | None = None
+    ) -> None:
+        """Follow one watch connection from the cursor until it ends; commit batch by batch.
+
+        `source` is a watch list's stream whose initial state is already stored.
+        """
+        assert self.client is not None and self.version is not None
+        path = self.spec.path(self.version)
+        if source is None:
+            if self._should_stop(deadline):
+                return
+            query: dict[str, str | int | bool] = {
+                "watch": True,
+                "allowWatchBookmarks": True,
+                "timeoutSeconds": self._timeout(deadline),
+                "resourceVersion": self.cursor,
+            }
+            stream = self.client.watch(
+                path, query, read_timeout=self.options.effective_read_timeout
+            )
+            source = StreamSource(stream, name=self.kind)
         try:
             batches = batch_events(
                 source,

@@ -2,6 +2,11 @@
 
 Every commit is fenced: the SyncState row is updated only where `watcher` still names this
 watcher, and a zero row count (another watcher took the kind over) rolls the batch back.
+
+Health is stored as it is: any success (a committed batch, a list, a cursor check) clears
+`last_error`; "not served" is neutral (`served=False`, `not_served_reason`), not an error; the
+cursor is marked not valid as soon as the server proves it wrong, until the relist. Readers
+use `SyncState.health` and `SyncState.is_stale()`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -18,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from inventory.models import SkippedObject, SyncState
-from inventory.sync import BatchResult, handler_for
+from inventory.sync import BatchResult, handler_for, replace_all
 
 # SQLite allows one writer at a time and fails fast on lock upgrades between threads of one
 # process; serialising writes in-process keeps the embedded mode free of "database is locked".
@@ -94,6 +100,8 @@ def record_batch(
         "resource_version": resource_version,
         "heartbeat_at": now,
         "events_per_second": rate,
+        # The stream works: whatever failed before is over.
+        "last_error": "",
     }
     if events:
         fields.update(last_event_at=now, events_total=F("events_total") + events)
@@ -102,32 +110,94 @@ def record_batch(
     fenced_update(kind, watcher=watcher, **fields)
 
 
-def record_list(kind: str, *, watcher: str, served_version: str, resource_version: str) -> None:
+def record_list(
+    kind: str,
+    *,
+    watcher: str,
+    served_version: str,
+    resource_version: str,
+    cluster_uid: str | None = None,
+) -> None:
     """Store the cursor after a relist (inside the replace_all transaction)."""
     now = timezone.now()
-    fenced_update(
-        kind,
-        watcher=watcher,
-        served=True,
-        served_version=served_version,
-        resource_version=resource_version,
-        last_list_at=now,
-        heartbeat_at=now,
-        **_counts(kind),
-    )
+    fields: dict[str, Any] = {
+        "served": True,
+        "not_served_reason": "",
+        "served_version": served_version,
+        "resource_version": resource_version,
+        "cursor_valid": True,
+        "verified_at": now,
+        "last_list_at": now,
+        "heartbeat_at": now,
+        "last_error": "",
+    }
+    if cluster_uid:
+        fields["cluster_uid"] = cluster_uid
+    fenced_update(kind, watcher=watcher, **fields, **_counts(kind))
+
+
+def record_verified(kind: str, *, watcher: str) -> None:
+    """The server confirmed the stored cursor (it is not ahead of the server's data)."""
+    now = timezone.now()
+    with write_guard(), transaction.atomic():
+        fenced_update(
+            kind,
+            watcher=watcher,
+            cursor_valid=True,
+            verified_at=now,
+            heartbeat_at=now,
+            last_error="",
+        )
+
+
+def record_cursor_invalid(kind: str, *, watcher: str) -> None:
+    """The server proved the stored cursor wrong: the kind is stale until the relist.
+
+    Never raises for a lost row (it is called from error handling); the next commit notices.
+    """
+    with write_guard():
+        SyncState.objects.filter(kind=kind, watcher=watcher).update(
+            cursor_valid=False, heartbeat_at=timezone.now()
+        )
+
+
+def record_cluster(kind: str, *, watcher: str, cluster_uid: str) -> None:
+    """Note which cluster (kube-system namespace uid) the stored objects come from."""
+    with write_guard(), transaction.atomic():
+        fenced_update(kind, watcher=watcher, cluster_uid=cluster_uid)
+
+
+def forget_cluster(kind: str, *, watcher: str, cluster_uid: str) -> None:
+    """Drop every stored object of the kind: they belong to another cluster than `cluster_uid`.
+
+    Runs in its own transaction so the other cluster's objects are gone even if the next
+    list fails; the cursor goes with them.
+    """
+    with write_guard(), transaction.atomic():
+        replace_all(kind, [])
+        fenced_update(
+            kind,
+            watcher=watcher,
+            cluster_uid=cluster_uid,
+            resource_version="",
+            cursor_valid=False,
+            heartbeat_at=timezone.now(),
+            **_counts(kind),
+        )
 
 
 def record_not_served(kind: str, *, watcher: str, message: str) -> None:
-    """Note that the server serves no known version of the kind: cursor cleared, error kept."""
+    """Note that the server serves no known version of the kind: neutral, not an error."""
     now = timezone.now()
     fenced_update(
         kind,
         watcher=watcher,
         served=False,
+        not_served_reason=message,
         served_version="",
         resource_version="",
-        last_error=message,
-        last_error_at=now,
+        cursor_valid=False,
+        last_error="",
         heartbeat_at=now,
         **_counts(kind),
     )
@@ -151,3 +221,9 @@ def release_kind(kind: str, *, watcher: str) -> None:
     """Clear the watcher name when stopping, so status pages show nobody is watching."""
     with write_guard():
         SyncState.objects.filter(kind=kind, watcher=watcher).update(watcher="")
+
+
+def stale_kinds(*, max_age: timedelta | None = None) -> list[str]:
+    """Kinds whose stored objects may differ from the cluster (see `SyncState.is_stale`)."""
+    now = timezone.now()
+    return [s.kind for s in SyncState.objects.all() if s.is_stale(now=now, max_age=max_age)]

@@ -15,6 +15,7 @@ from inventory.kube.client import KubeClient, load_client
 from inventory.kube.fakeapi import FakeApiServer
 from inventory.kube.kinds import KINDS
 from inventory.kube.watch import WatchOptions, run_kind, write_guard
+from inventory.kube.watch import state as watch_state
 from inventory.sync import handler_for
 
 # Short timings so faults resolve in well under a second each.
@@ -33,7 +34,7 @@ FAST = WatchOptions(
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval=0.3) as fake:
+    with FakeApiServer(bookmark_interval=0.3, too_large_wait=0.2) as fake:
         yield fake
 
 
@@ -45,6 +46,20 @@ def kubeconfig(server: FakeApiServer, tmp_path: Path) -> Path:
 @pytest.fixture
 def client_factory(kubeconfig: Path) -> Callable[[], KubeClient]:
     return lambda: load_client(kubeconfig=kubeconfig)
+
+
+@pytest.fixture
+def recorded_errors(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(kind, message) of every error the watchers record; SyncState keeps only current ones."""
+    seen: list[tuple[str, str]] = []
+    record_error = watch_state.record_error
+
+    def spy(kind: str, *, watcher: str, message: str) -> None:
+        seen.append((kind, message))
+        record_error(kind, watcher=watcher, message=message)
+
+    monkeypatch.setattr(watch_state, "record_error", spy)
+    return seen
 
 
 class Watchers:

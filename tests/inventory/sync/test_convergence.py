@@ -49,11 +49,23 @@ def churn(server: FakeApiServer, *, step: int) -> None:
 
 
 def list_requests(server: FakeApiServer, plural: str) -> int:
+    """Full syncs of `plural`: first pages of lists at the latest version, and watch lists."""
     return sum(
         1
         for r in server.requests
-        if r.path.endswith("/" + plural) and r.query.get("watch") not in ("1", "true")
+        if r.path.endswith("/" + plural)
+        and (
+            r.query.get("sendInitialEvents") == "true"
+            or (
+                r.query.get("watch") != "true"
+                and not set(r.query) & {"continue", "resourceVersion"}
+            )
+        )
     )
+
+
+# Resume the stored cursor when the server proves it, instead of syncing on start.
+RESUME = replace(FAST, list_on_start=False)
 
 
 def state_of(kind: str) -> SyncState:
@@ -94,7 +106,7 @@ def test_stream_ended_or_cut_mid_chunk(server, watchers, fault) -> None:
     wait_converged(server, "Node", "ResourceSlice")
 
 
-def test_silent_hang_is_detected_and_reconnected(server, watchers) -> None:
+def test_silent_hang_is_detected_and_reconnected(server, watchers, recorded_errors) -> None:
     """A watch that sends nothing is dropped after the read timeout and resumed."""
     populate(server)
     server.inject_fault("hang", resource="nodes", verb="watch", hang_seconds=30)
@@ -102,21 +114,25 @@ def test_silent_hang_is_detected_and_reconnected(server, watchers) -> None:
     wait_for(lambda: not server.pending_faults)
     churn(server, step=0)
     wait_converged(server, "Node", timeout=8)
-    assert "broke" in state_of("Node").last_error or "timed out" in state_of("Node").last_error
+    messages = [message for kind, message in recorded_errors if kind == "Node"]
+    assert any("broke" in message or "timed out" in message for message in messages)
+    assert state_of("Node").last_error == "", "a success clears the error"
 
 
-def test_throttled_list_honours_retry_after(server, watchers) -> None:
+def test_throttled_list_honours_retry_after(server, watchers, recorded_errors) -> None:
     """A 429 with Retry-After: 1 delays the retry by at least a second, then sync completes."""
     populate(server)
+    server.watch_list = False
     server.inject_fault("throttle", resource="nodes", verb="list", retry_after=1)
     started = time.monotonic()
     watchers.start("Node")
     wait_converged(server, "Node")
     assert time.monotonic() - started >= 1.0
-    assert "429" in state_of("Node").last_error
+    assert any("429" in message for kind, message in recorded_errors if kind == "Node")
+    assert state_of("Node").last_error == ""
 
 
-def test_server_errors_on_list_and_watch(server, watchers) -> None:
+def test_server_errors_on_list_and_watch(server, watchers, recorded_errors) -> None:
     """500s on list and watch are retried with backoff until the sync converges."""
     populate(server)
     server.inject_fault("error", resource="resourceslices", verb="list", times=2)
@@ -125,7 +141,8 @@ def test_server_errors_on_list_and_watch(server, watchers) -> None:
     wait_converged(server, "ResourceSlice")
     churn(server, step=1)
     wait_converged(server, "ResourceSlice")
-    assert "500" in state_of("ResourceSlice").last_error
+    assert any("500" in message for kind, message in recorded_errors if kind == "ResourceSlice")
+    assert state_of("ResourceSlice").last_error == ""
 
 
 def test_api_server_down_at_start_then_up(server, watchers) -> None:
@@ -141,14 +158,14 @@ def test_api_server_down_at_start_then_up(server, watchers) -> None:
 def test_worker_killed_between_batches_resumes_from_stored_version(
     server, watchers, client_factory
 ) -> None:
-    """A restarted watcher resumes from the stored version without relisting."""
+    """Without list_on_start, a restarted watcher resumes the proven stored version."""
     populate(server)
     watchers.start("Node", "ResourceClaim")
     wait_converged(server, "Node", "ResourceClaim")
     watchers.stop()
     churn(server, step=0)
     lists_before = list_requests(server, "nodes")
-    watchers.start("Node", "ResourceClaim")
+    watchers.start("Node", "ResourceClaim", options=RESUME)
     wait_converged(server, "Node", "ResourceClaim")
     assert list_requests(server, "nodes") == lists_before
 
@@ -213,7 +230,7 @@ def test_replay_through_intermediate_states_converges(server, watchers) -> None:
         SyncState.objects.filter(kind__in=["Node", "ResourceSlice"]).update(
             resource_version=first_version
         )
-    watchers.start("Node", "ResourceSlice")
+    watchers.start("Node", "ResourceSlice", options=RESUME)
     # The replay runs through old states; wait for the watcher to reach the present again.
     wait_for(lambda: state_of("Node").resource_version == server.resource_version)
     wait_converged(server, "Node", "ResourceSlice")
@@ -262,7 +279,7 @@ def test_replayed_events_change_nothing(server, watchers, monkeypatch) -> None:
         record_batch(kind, **kwargs)
 
     monkeypatch.setattr(watch_state, "record_batch", spy)
-    watchers.start(*kinds)
+    watchers.start(*kinds, options=RESUME)
     # The replay runs through old events; wait until each watcher's cursor is the present.
     for kind in kinds:
         wait_for(lambda kind=kind: state_of(kind).resource_version == server.resource_version)

@@ -50,7 +50,8 @@ def test_no_dra_cluster_marks_sync_state_not_served(server, watchers) -> None:
     wait_for(lambda: SyncState.objects.filter(kind="ResourceSlice", served=False).exists())
     with write_guard():
         state = SyncState.objects.get(kind="ResourceSlice")
-    assert "Dynamic Resource Allocation" in state.last_error
+    assert "Dynamic Resource Allocation" in state.not_served_reason
+    assert state.last_error == "" and state.health == "not-served"
     assert state.served_version == ""
 
 

@@ -24,7 +24,8 @@ def test_run_sync_syncs_all_kinds_for_a_duration(server, kubeconfig, settings) -
     with write_guard():
         classic = SyncState.objects.get(kind="ResourceClass")
         node = SyncState.objects.get(kind="Node")
-    assert not classic.served and "not served" in classic.last_error
+    assert not classic.served and "not served" in classic.not_served_reason
+    assert classic.last_error == "" and not classic.is_stale()
     assert node.served and node.watcher == ""
 
 
