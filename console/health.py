@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
@@ -50,6 +50,57 @@ def check_database() -> Check:
     except Exception as exc:  # any driver error means not ready, never a 500
         return Check("database", False, f"{connection.vendor}: {_first_line(exc)}")
     return Check("database", True, f"{connection.vendor}: reachable")
+
+
+def check_database_writable() -> Check:
+    """The database takes a write: a read-only replica or a locked SQLite file is not ready.
+
+    Rewrites one existing row to itself inside a transaction that is rolled back, so the
+    database really asks for a write lock and nothing changes.
+    """
+    connection = database_connection()
+    try:
+        with transaction.atomic(using=connection.alias):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE django_migrations SET app = app "
+                    "WHERE id = (SELECT MIN(id) FROM django_migrations)"
+                )
+            transaction.set_rollback(True, using=connection.alias)
+    except Exception as exc:  # read-only, locked, permissions: not ready, never a 500
+        return Check("database-write", False, f"{connection.vendor}: {_first_line(exc)}")
+    return Check("database-write", True, f"{connection.vendor}: writable")
+
+
+def check_sync(*, enforce: bool, now: datetime | None = None) -> Check:
+    """No served kind is stale: its cursor is valid for the cluster and was verified recently."""
+    if not cluster_configured():
+        return Check("sync", True, "no cluster configured: nothing is synced")
+    now = now or timezone.now()
+    try:
+        states = list(SyncState.objects.order_by("kind"))
+    except Exception as exc:
+        return Check("sync", False, f"cannot read the sync state: {_first_line(exc)}")
+    stale = [s.kind for s in states if s.is_stale(now=now)]
+    failing = [s.kind for s in states if s.health == "error"]
+    not_served = [s.kind for s in states if not s.served]
+    detail = f"{len(states) - len(not_served)} served kinds"
+    if not_served:
+        detail += f", {len(not_served)} not served (fine)"
+    problems = []
+    if stale:
+        problems.append(
+            f"stale (cursor not valid or not verified within "
+            f"{int(SyncState.STALE_AFTER.total_seconds())}s): {', '.join(stale)}"
+        )
+    if failing:
+        problems.append(f"failing: {', '.join(failing)}")
+    if not problems:
+        return Check("sync", True, detail + ", all current")
+    message = f"{detail}; " + "; ".join(problems)
+    if not enforce:
+        return Check("sync", True, message + " (not enforced)")
+    return Check("sync", False, message)
 
 
 def check_redis(url: str) -> Check:
@@ -104,9 +155,13 @@ def readiness() -> list[Check]:
     database = check_database()
     checks = [database, check_redis(settings.REDIS_URL)]
     if database.ok:
+        enforce = settings.READY_MAX_WATCH_AGE != 0
+        checks.append(check_database_writable())
         checks.append(check_watchers(max_age=settings.READY_MAX_WATCH_AGE))
+        checks.append(check_sync(enforce=enforce))
     else:
-        checks.append(Check("watchers", False, "not checked: the database is unreachable"))
+        for name in ("database-write", "watchers", "sync"):
+            checks.append(Check(name, False, "not checked: the database is unreachable"))
     return checks
 
 

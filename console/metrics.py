@@ -266,31 +266,28 @@ def sync_metrics(now: datetime) -> list[Metric]:
     objects = _gauge("sync_objects", "Objects of the kind stored.", labels)
     skipped = _gauge("sync_skipped_objects", "Objects that failed to normalize, skipped.", labels)
     served = _gauge("sync_served", "1 when the API server serves the kind, else 0.", labels)
-    failing = _gauge("sync_error", "1 when the kind's last recorded attempt failed.", labels)
-    states = SyncState.objects.order_by("kind").values_list(
-        "kind",
-        "last_event_at",
-        "heartbeat_at",
-        "events_per_second",
-        "events_total",
-        "object_count",
-        "served",
-        "last_error",
-        "last_error_at",
-        "last_list_at",
+    failing = _gauge(
+        "sync_error", "1 when a served kind's last attempt failed (never for not served).", labels
     )
-    for (
-        kind,
-        last_event,
-        beat,
-        per_second,
-        total,
-        count,
-        is_served,
-        error,
-        error_at,
-        listed,
-    ) in states:
+    stale = _gauge(
+        "sync_stale",
+        "1 when the stored objects may differ from the cluster: cursor not valid for it, or not "
+        "verified by a list or cursor check recently.",
+        labels,
+    )
+    verified_age = _gauge(
+        "sync_verified_age_seconds",
+        "Seconds since the server last confirmed the kind's data (list or cursor check).",
+        labels,
+    )
+    for state in SyncState.objects.order_by("kind"):
+        kind = state.kind
+        last_event, beat, listed = state.last_event_at, state.heartbeat_at, state.last_list_at
+        per_second, total, count = state.events_per_second, state.events_total, state.object_count
+        is_served, error, error_at = state.served, state.last_error, state.last_error_at
+        stale.add_metric([kind], 1 if state.is_stale(now=now) else 0)
+        if state.verified_at is not None:
+            verified_age.add_metric([kind], max((now - state.verified_at).total_seconds(), 0))
         if last_event is not None:
             event_age.add_metric([kind], max((now - last_event).total_seconds(), 0))
         if beat is not None:
@@ -304,8 +301,19 @@ def sync_metrics(now: datetime) -> list[Metric]:
         recovered = error_at is None or any(
             moment is not None and moment > error_at for moment in (last_event, listed)
         )
-        failing.add_metric([kind], 0 if not error or recovered else 1)
-    return [event_age, heartbeat_age, rate, events, objects, skipped, served, failing]
+        failing.add_metric([kind], 0 if not is_served or not error or recovered else 1)
+    return [
+        event_age,
+        heartbeat_age,
+        rate,
+        events,
+        objects,
+        skipped,
+        served,
+        failing,
+        stale,
+        verified_age,
+    ]
 
 
 def whatif_metrics() -> list[Metric]:

@@ -122,6 +122,10 @@ class DeviceTaintRuleDetailSerializer(DeviceTaintRuleSerializer):
 
 
 class SyncStateSerializer(serializers.ModelSerializer):
+    health = serializers.CharField(
+        read_only=True, help_text="not-served, error, stale or ok (see SyncState.health)."
+    )
+
     class Meta:
         model = SyncState
         fields = [
@@ -129,7 +133,12 @@ class SyncStateSerializer(serializers.ModelSerializer):
             "kind",
             "served_version",
             "served",
+            "not_served_reason",
+            "health",
             "resource_version",
+            "cluster_uid",
+            "cursor_valid",
+            "verified_at",
             "object_count",
             "events_total",
             "events_per_second",

@@ -16,6 +16,9 @@ from console import health
 from inventory.models import SyncState
 from tests.paths import free_port
 
+# A served kind whose data the server confirmed a moment ago: not stale.
+CURRENT = {"resource_version": "100", "cursor_valid": True}
+
 
 def checks_of(response) -> dict[str, dict[str, object]]:
     return {check["name"]: check for check in response.json()["checks"]}
@@ -121,7 +124,9 @@ def cluster(settings) -> None:
 def test_readyz_fails_on_stale_watcher_heartbeat(db, client, cluster) -> None:
     """A served kind whose heartbeat is older than READY_MAX_WATCH_AGE makes /readyz 503."""
     now = timezone.now()
-    SyncState.objects.create(kind="ResourceSlice", served=True, heartbeat_at=now)
+    SyncState.objects.create(
+        kind="ResourceSlice", served=True, heartbeat_at=now, verified_at=now, **CURRENT
+    )
     SyncState.objects.create(
         kind="ResourceClaim", served=True, heartbeat_at=now - timedelta(seconds=300)
     )
@@ -135,8 +140,16 @@ def test_readyz_fails_on_stale_watcher_heartbeat(db, client, cluster) -> None:
 def test_readyz_ready_with_fresh_heartbeats_ignoring_unserved_kinds(db, client, cluster) -> None:
     """Fresh served kinds pass; a kind the server does not serve may be stale."""
     now = timezone.now()
-    SyncState.objects.create(kind="ResourceSlice", served=True, heartbeat_at=now)
-    SyncState.objects.create(kind="Node", served=True, heartbeat_at=now - timedelta(seconds=60))
+    SyncState.objects.create(
+        kind="ResourceSlice", served=True, heartbeat_at=now, verified_at=now, **CURRENT
+    )
+    SyncState.objects.create(
+        kind="Node",
+        served=True,
+        heartbeat_at=now - timedelta(seconds=60),
+        verified_at=now,
+        **CURRENT,
+    )
     SyncState.objects.create(
         kind="ResourceClass", served=False, heartbeat_at=now - timedelta(days=1)
     )
@@ -187,3 +200,88 @@ def test_readyz_reports_unreadable_sync_state(db, client, cluster) -> None:
     assert checks["watchers"]["detail"] == (
         "cannot read the sync state: OperationalError: no such table: inventory_syncstate"
     )
+
+
+def test_readyz_fails_on_a_stale_cursor_and_names_the_kind(db, client, cluster) -> None:
+    """A served kind whose cursor is not valid for the cluster is stale: 503 naming it."""
+    now = timezone.now()
+    SyncState.objects.create(
+        kind="ResourceSlice", served=True, heartbeat_at=now, verified_at=now, **CURRENT
+    )
+    SyncState.objects.create(
+        kind="ResourceClaim",
+        served=True,
+        heartbeat_at=now,
+        verified_at=now,
+        resource_version="9400",
+        cursor_valid=False,
+    )
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    sync = checks_of(response)["sync"]
+    assert sync["ok"] is False
+    assert "stale" in str(sync["detail"]) and "ResourceClaim" in str(sync["detail"])
+    assert "ResourceSlice" not in str(sync["detail"])
+
+
+def test_readyz_fails_when_verification_is_too_old(db, client, cluster) -> None:
+    """A kind not confirmed by a list or cursor check for longer than the bound is stale."""
+    now = timezone.now()
+    SyncState.objects.create(
+        kind="Node",
+        served=True,
+        heartbeat_at=now,
+        verified_at=now - SyncState.STALE_AFTER - timedelta(seconds=1),
+        **CURRENT,
+    )
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert "Node" in str(checks_of(response)["sync"]["detail"])
+
+
+def test_not_served_kinds_are_neutral(db, client, cluster) -> None:
+    """Kinds the cluster does not serve neither fail nor count as stale, whatever their cursor."""
+    now = timezone.now()
+    SyncState.objects.create(kind="Node", served=True, heartbeat_at=now, verified_at=now, **CURRENT)
+    SyncState.objects.create(
+        kind="ResourceClass",
+        served=False,
+        not_served_reason="resource.k8s.io/v1alpha2 is not served",
+        heartbeat_at=now,
+    )
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert checks_of(response)["sync"]["detail"] == (
+        "1 served kinds, 1 not served (fine), all current"
+    )
+
+
+def test_stale_is_reported_but_not_enforced_with_max_age_zero(
+    db, client, cluster, settings
+) -> None:
+    """READY_MAX_WATCH_AGE=0 keeps /readyz up and still says which kind is stale."""
+    settings.READY_MAX_WATCH_AGE = 0
+    SyncState.objects.create(kind="Node", served=True, heartbeat_at=timezone.now())
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert "(not enforced)" in str(checks_of(response)["sync"]["detail"])
+
+
+def test_readyz_fails_when_the_database_refuses_writes(db, client) -> None:
+    """A database that answers SELECT 1 but refuses writes (read-only, locked) is not ready."""
+
+    def read_only(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith("UPDATE"):
+            raise OperationalError("attempt to write a readonly database")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(read_only):
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    checks = checks_of(response)
+    assert checks["database"]["ok"] is True
+    assert checks["database-write"] == {
+        "name": "database-write",
+        "ok": False,
+        "detail": f"{connection.vendor}: OperationalError: attempt to write a readonly database",
+    }

@@ -109,6 +109,9 @@ def test_sync_lag_rate_events_and_skipped_per_kind(db) -> None:
         events_per_second=12.5,
         events_total=9000,
         object_count=2103,
+        resource_version="9000",
+        cursor_valid=True,
+        verified_at=NOW - timedelta(seconds=60),
     )
     SyncState.objects.create(
         kind="ResourceClass",
@@ -144,10 +147,33 @@ def test_sync_lag_rate_events_and_skipped_per_kind(db) -> None:
         ("ResourceClass",): 0.0,
         ("ResourceSlice",): 1.0,
     }
+    # A kind the cluster does not serve is neutral, even with an old error recorded against it.
     assert series(samples, "dra_dashboard_sync_error") == {
-        ("ResourceClass",): 1.0,
+        ("ResourceClass",): 0.0,
         ("ResourceSlice",): 0.0,
     }
+    assert series(samples, "dra_dashboard_sync_stale") == {
+        ("ResourceClass",): 0.0,
+        ("ResourceSlice",): 0.0,
+    }
+    assert series(samples, "dra_dashboard_sync_verified_age_seconds") == {("ResourceSlice",): 60.0}
+
+
+def test_sync_stale_and_error_for_served_kinds(db) -> None:
+    """A served kind whose cursor is not valid is stale; a failed attempt is an error."""
+    SyncState.objects.create(kind="Node", served=True, resource_version="5", cursor_valid=False)
+    SyncState.objects.create(
+        kind="Pod",
+        served=True,
+        resource_version="7",
+        cursor_valid=True,
+        verified_at=NOW - timedelta(hours=1),
+        last_error="connection refused",
+        last_error_at=NOW - timedelta(seconds=5),
+    )
+    samples = scrape(NOW)
+    assert series(samples, "dra_dashboard_sync_stale") == {("Node",): 1.0, ("Pod",): 1.0}
+    assert series(samples, "dra_dashboard_sync_error") == {("Node",): 0.0, ("Pod",): 1.0}
 
 
 def histogram(samples: Samples) -> tuple[dict[str, float], float, float]:

@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from dashboard.live import publish_changes
 from inventory.models import SkippedObject, SyncState
 from inventory.sync import BatchResult, handler_for, replace_all
 
@@ -79,10 +80,22 @@ def _counts(kind: str) -> dict[str, Any]:
     }
 
 
-def fenced_update(kind: str, *, watcher: str, **fields: Any) -> None:
-    """Update the SyncState row if `watcher` still owns it; LostOwnership otherwise."""
+def fenced_update(kind: str, *, watcher: str, publish: bool = True, **fields: Any) -> None:
+    """Update the SyncState row if `watcher` still owns it; LostOwnership otherwise.
+
+    The Sync page and the overview follow the `sync` topic: every change but a heartbeat is
+    published once the transaction commits.
+    """
     if not SyncState.objects.filter(kind=kind, watcher=watcher).update(**fields):
         raise LostOwnership(f"{kind}: another watcher owns this kind now")
+    if publish:
+        publish_changes({"sync": [kind]})
+
+
+def _unfenced_update(kind: str, owner: str, /, **fields: Any) -> None:
+    # Called from error handling and shutdown: never raises for a lost row.
+    if SyncState.objects.filter(kind=kind, watcher=owner).update(**fields):
+        publish_changes({"sync": [kind]})
 
 
 def record_batch(
@@ -156,9 +169,7 @@ def record_cursor_invalid(kind: str, *, watcher: str) -> None:
     Never raises for a lost row (it is called from error handling); the next commit notices.
     """
     with write_guard():
-        SyncState.objects.filter(kind=kind, watcher=watcher).update(
-            cursor_valid=False, heartbeat_at=timezone.now()
-        )
+        _unfenced_update(kind, watcher, cursor_valid=False, heartbeat_at=timezone.now())
 
 
 def record_cluster(kind: str, *, watcher: str, cluster_uid: str) -> None:
@@ -206,21 +217,25 @@ def record_not_served(kind: str, *, watcher: str, message: str) -> None:
 def record_error(kind: str, *, watcher: str, message: str) -> None:
     """Note an error; never raises for a lost row, the loop's next commit will notice that."""
     with write_guard():
-        SyncState.objects.filter(kind=kind, watcher=watcher).update(
-            last_error=message[:2000], last_error_at=timezone.now()
-        )
+        _unfenced_update(kind, watcher, last_error=message[:2000], last_error_at=timezone.now())
 
 
 def heartbeat(kind: str, *, watcher: str, rate: float) -> None:
     """Show the watcher is alive between batches and store its event rate (fenced)."""
     with write_guard(), transaction.atomic():
-        fenced_update(kind, watcher=watcher, heartbeat_at=timezone.now(), events_per_second=rate)
+        fenced_update(
+            kind,
+            watcher=watcher,
+            publish=False,
+            heartbeat_at=timezone.now(),
+            events_per_second=rate,
+        )
 
 
 def release_kind(kind: str, *, watcher: str) -> None:
     """Clear the watcher name when stopping, so status pages show nobody is watching."""
     with write_guard():
-        SyncState.objects.filter(kind=kind, watcher=watcher).update(watcher="")
+        _unfenced_update(kind, watcher, watcher="")
 
 
 def stale_kinds(*, max_age: timedelta | None = None) -> list[str]:
