@@ -67,10 +67,6 @@ class FaultPlan:
             self._faults.append(fault)
         return fault
 
-    def clear(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
     def pending(self) -> list[Fault]:
         with self._lock:
             return list(self._faults)

@@ -215,9 +215,6 @@ class FakeApiServer:
         )
         return self._faults.add(fault)
 
-    def clear_faults(self) -> None:
-        self._faults.clear()
-
     @property
     def pending_faults(self) -> list[Fault]:
         return self._faults.pending()

@@ -89,12 +89,6 @@ class ObjectStore:
         with self._cond:
             return self._revision
 
-    @property
-    def oldest_revision(self) -> int:
-        """The oldest revision a watch or continue token may still start from."""
-        with self._cond:
-            return self._floor
-
     def apply(self, obj: Obj) -> Obj:
         """Create or replace an object; returns the stored copy with its new resourceVersion."""
         if not isinstance(obj, dict):

@@ -42,7 +42,6 @@ from inventory.kube.watch.batching import (
     batch_events,
     initial_events,
 )
-from inventory.models import SyncState
 from inventory.sync import apply_events, replace_all
 
 log = logging.getLogger(__name__)
@@ -488,9 +487,3 @@ class KindWatcher:
             return
         state.heartbeat(self.kind, watcher=self.identity, rate=self.rate.add(0))
         self._last_beat = time.monotonic()
-
-
-def stored_state(kind: str) -> SyncState | None:
-    """The SyncState row of a kind, if any."""
-    found: SyncState | None = SyncState.objects.filter(kind=kind).first()
-    return found
