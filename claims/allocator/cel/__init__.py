@@ -126,13 +126,47 @@ def _environment(options: CELOptions) -> Any:
 class _DeviceData:
     """The ``device`` value for one DeviceInput, or the error building it raised."""
 
-    __slots__ = ("activation", "error", "value")
+    __slots__ = ("__weakref__", "error", "slot", "value")
 
     def __init__(self, value: dict[str, Any] | None, error: str | None) -> None:
         self.value = value
         self.error = error
-        # Converting the Python value to CEL values once saves most of an evaluation's time.
-        self.activation: Any = None
+        # The last thread's (token, activation): the common single-thread case skips the
+        # per-thread lookup. One tuple is assigned at once, so a reader never pairs one
+        # thread's token with another thread's activation.
+        self.slot: tuple[object, Any] | None = None
+
+
+class _ThreadActivations(threading.local):
+    """Activations of the current thread, by device.
+
+    Converting the Python value to CEL values once saves most of an evaluation's time, but an
+    activation is bound to the arena of the thread that built it: cel_expr_python finds the
+    arena of a Python function's result through a per-thread registry, so evaluating another
+    thread's activation fails with "No PyCelArena found". Each thread therefore builds its own;
+    they go away with the thread (weak keys) or with the device.
+    """
+
+    def __init__(self) -> None:
+        self.token = object()
+        self.activations: weakref.WeakKeyDictionary[_DeviceData, Any] = weakref.WeakKeyDictionary()
+
+
+_thread_activations = _ThreadActivations()
+
+
+def _activation(env: Any, data: _DeviceData) -> Any:
+    local = _thread_activations
+    token = local.token
+    slot = data.slot
+    if slot is not None and slot[0] is token:
+        return slot[1]
+    activation = local.activations.get(data)
+    if activation is None:
+        activation = env.Activation(data.value)
+        local.activations[data] = activation
+    data.slot = (token, activation)
+    return activation
 
 
 _device_cache: weakref.WeakKeyDictionary[DeviceInput, dict[CELOptions, _DeviceData]] = (
@@ -197,12 +231,11 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
 def _device_data(device: DeviceInput, options: CELOptions) -> _DeviceData:
     per_device = _device_cache.get(device)
     if per_device is None:
-        per_device = {}
-        _device_cache[device] = per_device
+        # setdefault: threads racing on a new device agree on one dict.
+        per_device = _device_cache.setdefault(device, {})
     data = per_device.get(options)
     if data is None:
-        data = _build_device(device, options)
-        per_device[options] = data
+        data = per_device.setdefault(options, _build_device(device, options))
     return data
 
 
@@ -241,9 +274,7 @@ class CompiledSelector:
         with _lock:
             _evaluations += 1
         try:
-            if data.activation is None:
-                data.activation = self._env.Activation(data.value)
-            result = self._program.eval(data.activation)
+            result = self._program.eval(_activation(self._env, data))
         except Exception as exc:  # cel-cpp reports every failure as RuntimeError
             raise CELError(
                 f"CEL runtime error: {_clean_message(str(exc))}", expression=self.expression
