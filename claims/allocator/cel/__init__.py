@@ -49,6 +49,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
 from claims.allocator.cel import functions as fn
+from claims.allocator.cel.checks import static_errors
 from claims.allocator.cel.cost import estimate_cost
 from claims.allocator.cel.rewrite import rewrite_domain_lookups
 
@@ -224,7 +225,8 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
         "capacity": capacity,
     }
     if options.consumable_capacity:
-        data["allowMultipleAllocations"] = bool(device.allow_multiple_allocations)
+        # Upstream: ptr.Deref(AllowMultipleAllocations, false); the field is always there.
+        data["allowMultipleAllocations"] = device.allow_multiple_allocations is True
     return _DeviceData({"device": data}, None)
 
 
@@ -325,7 +327,13 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             f"not {result_type.name().lower()}",
             expression=expression,
         )
-    cost = estimate_cost(checked.serialize())
+    serialized = checked.serialize()
+    problems = static_errors(serialized, consumable_capacity=options.consumable_capacity)
+    if problems:
+        raise CELError(
+            f"CEL compile error: compilation failed: {problems[0]}", expression=expression
+        )
+    cost = estimate_cost(serialized)
     if cost > MAX_COST:
         raise CELError(
             f"CEL compile error: estimated cost {cost} exceeds the limit of {MAX_COST}: "

@@ -14,9 +14,11 @@ limit, which also is what the API server does with its own estimate at admission
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
+
+from claims.allocator.cel.proto import first as _first
+from claims.allocator.cel.proto import message as _message
 
 __all__ = ["DEVICE_VALUE_SIZE", "estimate_cost"]
 
@@ -60,55 +62,6 @@ _SIZED_RESULTS: Final = frozenset(
         "last",
     ]
 )
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """Yield (field number, wire type, value) of one protobuf message."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            yield number, wire, value
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            yield number, wire, data[pos : pos + length]
-            pos += length
-        elif wire == 1:
-            yield number, wire, data[pos : pos + 8]
-            pos += 8
-        elif wire == 5:
-            yield number, wire, data[pos : pos + 4]
-            pos += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
-def _message(data: bytes) -> dict[int, list[int | bytes]]:
-    fields: dict[int, list[int | bytes]] = {}
-    for number, _, value in _fields(data):
-        fields.setdefault(number, []).append(value)
-    return fields
-
-
-def _first(fields: dict[int, list[int | bytes]], number: int) -> bytes | None:
-    values = fields.get(number)
-    if not values:
-        return None
-    value = values[0]
-    return value if isinstance(value, bytes) else None
 
 
 @dataclass(frozen=True)
