@@ -291,6 +291,38 @@ class Quantity:
         """The exact value."""
         return self._value
 
+    @property
+    def int64_amount(self) -> bool:
+        """Whether upstream holds the value as an ``int64Amount`` (not an ``inf.Dec``)."""
+        return self._int64
+
+    @property
+    def scale(self) -> int:
+        """The decimal exponent of the representation (``int64Amount.scale``)."""
+        return self._exponent
+
+    @classmethod
+    def from_representation(
+        cls, value: Fraction, *, int64: bool, scale_nonnegative: bool
+    ) -> Quantity:
+        """A quantity of this exact value held the way upstream would roughly hold it.
+
+        Only whether it is an int64 amount and the sign of its scale are known; the most
+        compact such representation is chosen, which decides ``isInteger()`` and the arithmetic
+        representation rules exactly except for int64 overflow right at the limits.
+        """
+        if int64 and scale_nonnegative and value.denominator == 1:
+            mantissa, scale = value.numerator, 0
+            while mantissa and mantissa % 10 == 0:
+                mantissa, scale = mantissa // 10, scale + 1
+            return cls(mantissa=mantissa, exponent=scale, fmt=DECIMAL_SI, int64=True)
+        places = 1
+        while (value * 10**places).denominator != 1 and places < -_NANO:
+            places += 1
+        mantissa = int(value * 10**places) if int64 else int(value * 10**-_NANO)
+        scale = -places if int64 else _NANO
+        return cls(mantissa=mantissa, exponent=scale, fmt=DECIMAL_SI, int64=int64)
+
     def sign(self) -> int:
         """-1, 0 or 1."""
         return (self._mantissa > 0) - (self._mantissa < 0)

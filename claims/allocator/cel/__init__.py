@@ -3,22 +3,39 @@
 This is the only module that imports ``cel_expr_python``. It mirrors the environment of
 ``k8s.io/dynamic-resource-allocation/cel`` (compile.go) for what a selector can observe:
 
-* ``device.driver``, ``device.allowMultipleAllocations`` (with ``CELOptions.consumable_capacity``),
-  ``device.attributes[domain].name`` and ``device.capacity[domain].name``. Unqualified names
-  belong to the driver's domain. Looking up a domain that the device does not have yields an
-  empty map (upstream's map-with-default), so ``"x" in device.attributes["other"]`` is false
-  and ``device.attributes["other"].x`` fails with "no such key".
+* ``device.driver``, ``device.allowMultipleAllocations`` (with ``CELOptions.consumable_capacity``;
+  false when the device does not set it, and a compile error "undefined field" without the
+  feature, as upstream's typed device variable gives), ``device.attributes[domain].name`` and
+  ``device.capacity[domain].name``. Unqualified names belong to the driver's domain. Looking up
+  a domain that the device does not have yields an empty map (upstream's map-with-default), so
+  ``"x" in device.attributes["other"]`` is false and ``device.attributes["other"].x`` fails
+  with "no such key".
 * Kubernetes' CEL libraries that cel-cpp lacks, as custom functions: quantity, semver, lists
-  (``isSorted sum min max indexOf lastIndexOf``), regex (``find findAll``), sets, a part of the
-  lists extension and ``includes`` (with ``CELOptions.list_type_attributes``).
+  (``isSorted sum min max indexOf lastIndexOf``), regex (``find findAll``), the strings
+  extension, sets, a part of the lists extension and ``includes`` (with
+  ``CELOptions.list_type_attributes``). cel-cpp's own strings extension cannot be added: its
+  ``indexOf``/``lastIndexOf`` would clash with the lists library's.
+* Regular expressions are RE2 everywhere: cel-cpp's built-in ``matches`` already is, and
+  ``find``/``findAll`` use ``google-re2``, so matching is linear in time. A constant pattern that
+  RE2 rejects (backreferences, lookaround) is a compile error, as in cel-go, which compiles
+  constant patterns with the program (see ``claims.allocator.cel.checks``).
+
+Not available, because this binding cannot express them (its parser has no hook for macros and
+its values cannot be opaque Python objects): the two-variable comprehensions (``all(i, v, ...)``,
+``exists(i, v, ...)``, ``existsOne``, ``transformList``, ``transformMap``,
+``transformMapEntry``), the lists extension's ``sortBy`` macro, the IP/CIDR library (``ip()``,
+``cidr()``, ``isIP``, ``isCIDR`` and their methods), the URL library (``url()``, ``isURL`` and
+the getters), the strings extension's ``format`` and Kubernetes' ``format.named()`` library.
+Selectors using them fail to compile with "undeclared reference"; upstream would accept them.
 
 Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
 dispatches overloads by value kind, not by full type):
 
-* A Quantity is a CEL ``map(uint, string)`` holding ``{0u: <exact decimal value>}``: equal values
-  are equal maps, so ``==`` behaves like upstream's ``Quantity.Equal``. Because only the value is
-  kept, ``isInteger()``/``asInteger()`` answer by value (integral and within int64) where upstream
-  also looks at its internal representation (upstream says false for ``quantity("1000m")``).
+* A Quantity is a CEL ``map(uint, dyn)`` holding ``{0u: <exact decimal value>, 1u: R, 2u: S}``
+  where R and S record upstream's internal representation (int64 amount or not, scale sign) as
+  ``0`` (yes) or ``0.0`` (no). CEL's heterogeneous equality makes ``0 == 0.0``, so equal values
+  are equal maps and ``==`` behaves like upstream's ``Quantity.Equal``, while ``isInteger()``
+  and ``asInteger()`` follow upstream's ``AsInt64`` (false for ``quantity("1000m")``).
 * A semantic version is a CEL ``list(string)`` holding ``[<version without build metadata>]``,
   so ``==`` ignores build metadata like upstream's ``Semver.Equal``.
 * The ``device`` variable is a ``map(string, dyn)``: a misspelt field such as ``device.drivr``
@@ -29,10 +46,14 @@ dispatches overloads by value kind, not by full type):
   original text. A map reached another way (``cel.bind(a, device.attributes, a["x"])``) does not
   get the default.
 
+Threads: compiled selectors and the per-device values are shared by all threads. The CEL
+activation built from a device's value is not: cel_expr_python binds it to the arena of the
+thread that built it, so each thread keeps its own activations (see ``_ThreadActivations``).
+
 Limits: expressions longer than ``MAX_EXPRESSION_LENGTH`` are rejected, and a static cost
 estimate of the checked AST (see ``claims.allocator.cel.cost``) rejects expressions whose
-worst-case cost exceeds ``MAX_COST`` before they run, because cel-cpp offers no runtime budget
-through this binding.
+worst-case cost exceeds ``MAX_COST`` (upstream's ``CELSelectorExpressionMaxCost``) before they
+run, because cel-cpp offers no runtime budget through this binding.
 """
 
 from __future__ import annotations
@@ -49,6 +70,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
 from claims.allocator.cel import functions as fn
+from claims.allocator.cel.checks import static_errors
 from claims.allocator.cel.cost import estimate_cost
 from claims.allocator.cel.rewrite import rewrite_domain_lookups
 
@@ -126,13 +148,47 @@ def _environment(options: CELOptions) -> Any:
 class _DeviceData:
     """The ``device`` value for one DeviceInput, or the error building it raised."""
 
-    __slots__ = ("activation", "error", "value")
+    __slots__ = ("__weakref__", "error", "slot", "value")
 
     def __init__(self, value: dict[str, Any] | None, error: str | None) -> None:
         self.value = value
         self.error = error
-        # Converting the Python value to CEL values once saves most of an evaluation's time.
-        self.activation: Any = None
+        # The last thread's (token, activation): the common single-thread case skips the
+        # per-thread lookup. One tuple is assigned at once, so a reader never pairs one
+        # thread's token with another thread's activation.
+        self.slot: tuple[object, Any] | None = None
+
+
+class _ThreadActivations(threading.local):
+    """Activations of the current thread, by device.
+
+    Converting the Python value to CEL values once saves most of an evaluation's time, but an
+    activation is bound to the arena of the thread that built it: cel_expr_python finds the
+    arena of a Python function's result through a per-thread registry, so evaluating another
+    thread's activation fails with "No PyCelArena found". Each thread therefore builds its own;
+    they go away with the thread (weak keys) or with the device.
+    """
+
+    def __init__(self) -> None:
+        self.token = object()
+        self.activations: weakref.WeakKeyDictionary[_DeviceData, Any] = weakref.WeakKeyDictionary()
+
+
+_thread_activations = _ThreadActivations()
+
+
+def _activation(env: Any, data: _DeviceData) -> Any:
+    local = _thread_activations
+    token = local.token
+    slot = data.slot
+    if slot is not None and slot[0] is token:
+        return slot[1]
+    activation = local.activations.get(data)
+    if activation is None:
+        activation = env.Activation(data.value)
+        local.activations[data] = activation
+    data.slot = (token, activation)
+    return activation
 
 
 _device_cache: weakref.WeakKeyDictionary[DeviceInput, dict[CELOptions, _DeviceData]] = (
@@ -190,19 +246,19 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
         "capacity": capacity,
     }
     if options.consumable_capacity:
-        data["allowMultipleAllocations"] = bool(device.allow_multiple_allocations)
+        # Upstream: ptr.Deref(AllowMultipleAllocations, false); the field is always there.
+        data["allowMultipleAllocations"] = device.allow_multiple_allocations is True
     return _DeviceData({"device": data}, None)
 
 
 def _device_data(device: DeviceInput, options: CELOptions) -> _DeviceData:
     per_device = _device_cache.get(device)
     if per_device is None:
-        per_device = {}
-        _device_cache[device] = per_device
+        # setdefault: threads racing on a new device agree on one dict.
+        per_device = _device_cache.setdefault(device, {})
     data = per_device.get(options)
     if data is None:
-        data = _build_device(device, options)
-        per_device[options] = data
+        data = per_device.setdefault(options, _build_device(device, options))
     return data
 
 
@@ -241,9 +297,7 @@ class CompiledSelector:
         with _lock:
             _evaluations += 1
         try:
-            if data.activation is None:
-                data.activation = self._env.Activation(data.value)
-            result = self._program.eval(data.activation)
+            result = self._program.eval(_activation(self._env, data))
         except Exception as exc:  # cel-cpp reports every failure as RuntimeError
             raise CELError(
                 f"CEL runtime error: {_clean_message(str(exc))}", expression=self.expression
@@ -294,7 +348,13 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             f"not {result_type.name().lower()}",
             expression=expression,
         )
-    cost = estimate_cost(checked.serialize())
+    serialized = checked.serialize()
+    problems = static_errors(serialized, consumable_capacity=options.consumable_capacity)
+    if problems:
+        raise CELError(
+            f"CEL compile error: compilation failed: {problems[0]}", expression=expression
+        )
+    cost = estimate_cost(serialized)
     if cost > MAX_COST:
         raise CELError(
             f"CEL compile error: estimated cost {cost} exceeds the limit of {MAX_COST}: "

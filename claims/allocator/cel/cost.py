@@ -6,17 +6,25 @@ run. The checked expression (``Expression.serialize()``, a ``google.protobuf.Any
 ``cel.expr.CheckedExpr``) is decoded with a tiny protobuf wire reader, and a cost in the spirit
 of cel-go's estimator is computed: every node costs 1, a comprehension costs its iteration count
 times its body, and string/list sizes are tracked so concatenation and copies cost their size
-(divided by 10, as cel-go charges strings). Sizes coming from the device are bounded by
-upstream's API limits (64 characters per string, 64 entries per list or map), so the estimate is
-an upper bound: the allocator rejects an expression whose bound exceeds the upstream runtime
-limit, which also is what the API server does with its own estimate at admission.
+(divided by 10, as cel-go charges strings). Library calls are charged like Kubernetes'
+``library.CostEstimator`` (k8s.io/apiserver/pkg/cel/library/cost.go): ``matches``/``find``/
+``findAll`` cost ``ceil((1 + len(text)) / 10) * ceil(len(pattern) / 4)``, string functions
+(``lowerAscii``, ``quantity()``, ``semver()``, ...) a tenth of their string's length,
+``replace``/``split`` two tenths, and list functions (``isSorted``, ``sum``, ``indexOf``,
+``includes``, ...) one per element plus the element's length for strings. Sizes coming from the
+device are bounded by upstream's API limits (64 characters per string, 64 entries per list or
+map), so the estimate is an upper bound: the allocator rejects an expression whose bound exceeds
+the upstream runtime limit, which also is what the API server does with its own estimate at
+admission.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
+
+from claims.allocator.cel.proto import first as _first
+from claims.allocator.cel.proto import message as _message
 
 __all__ = ["DEVICE_VALUE_SIZE", "estimate_cost"]
 
@@ -42,8 +50,6 @@ _SIZED_RESULTS: Final = frozenset(
         "string",
         "bytes",
         "split",
-        "findAll",
-        "find",
         "sort",
         "reverse",
         "distinct",
@@ -62,59 +68,24 @@ _SIZED_RESULTS: Final = frozenset(
 )
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """Yield (field number, wire type, value) of one protobuf message."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            yield number, wire, value
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            yield number, wire, data[pos : pos + length]
-            pos += length
-        elif wire == 1:
-            yield number, wire, data[pos : pos + 8]
-            pos += 8
-        elif wire == 5:
-            yield number, wire, data[pos : pos + 4]
-            pos += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
-def _message(data: bytes) -> dict[int, list[int | bytes]]:
-    fields: dict[int, list[int | bytes]] = {}
-    for number, _, value in _fields(data):
-        fields.setdefault(number, []).append(value)
-    return fields
-
-
-def _first(fields: dict[int, list[int | bytes]], number: int) -> bytes | None:
-    values = fields.get(number)
-    if not values:
-        return None
-    value = values[0]
-    return value if isinstance(value, bytes) else None
-
-
 @dataclass(frozen=True)
 class _Estimate:
     cost: int
     size: int  # maximum length of the value when it is a string, list or map
+
+
+_REGEX: Final = frozenset({"matches", "find", "findAll"})
+_STRING_RESULTS: Final = frozenset({"lowerAscii", "upperAscii", "substring", "trim"})
+_STRING_TRAVERSALS: Final = _STRING_RESULTS | frozenset(
+    {"quantity", "isQuantity", "semver", "isSemver", "contains", "startsWith", "endsWith"}
+)
+_LIST_TRAVERSALS: Final = frozenset(
+    {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "includes"}
+)
+
+
+def _ceil_div(value: int, divisor: int) -> int:
+    return -(-value // divisor)
 
 
 def _cap(value: int) -> int:
@@ -168,7 +139,7 @@ class _Estimator:
     @staticmethod
     def _const(data: bytes) -> _Estimate:
         fields = _message(data)
-        for number in (5, 6):  # string_value, bytes_value
+        for number in (6, 7):  # Constant.string_value, bytes_value
             value = _first(fields, number)
             if value is not None:
                 return _Estimate(0, len(value))
@@ -181,7 +152,29 @@ class _Estimator:
         operands = ([target] if target else []) + args
         cost = 1 + sum(o.cost for o in operands)
         sizes = [o.size for o in operands]
-        if function == "_+_":
+        if function in _REGEX:
+            # Upstream (cel-go's matches, Kubernetes' find/findAll): the text traversal times
+            # the pattern length, ceil((1 + len(text)) * 0.1) * ceil(len(pattern) * 0.25).
+            text = sizes[0] if sizes else 0
+            pattern = sizes[-1] if len(sizes) > 1 else 0
+            cost += _ceil_div(1 + text, 10) * _ceil_div(pattern, 4)
+            size = text if function != "matches" else 0
+        elif function in _STRING_TRAVERSALS:
+            # lowerAscii, quantity(), semver(), ...: one pass over the string, 0.1 per character.
+            size = sizes[0] if function in _STRING_RESULTS and sizes else 0
+            cost += _ceil_div(sizes[0] if sizes else 0, 10)
+        elif function in {"replace", "split"} and len(sizes) >= 1:
+            # Two passes over the target; replace may grow it by the replacement per character.
+            cost += _ceil_div(2 * sizes[0], 10)
+            size = _cap(sizes[0] * max(sizes[2] if len(sizes) > 2 else 1, 1) + sizes[0])
+            if function == "split":
+                size = sizes[0]
+        elif function in _LIST_TRAVERSALS and target is not None:
+            # isSorted, sum, min, max, indexOf, lastIndexOf, includes: once over the list,
+            # each element costing 1 (plus its length / 10 for strings, bounded by the device).
+            cost += target.size * (1 + _ceil_div(DEVICE_VALUE_SIZE, 10))
+            size = DEVICE_VALUE_SIZE if function in {"min", "max", "sum"} else 0
+        elif function == "_+_":
             size = sum(sizes)
             cost += size // 10
         elif function == "lists.range":

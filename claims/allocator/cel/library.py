@@ -30,7 +30,7 @@ __all__ = [
 INT64_MIN: Final = -(1 << 63)
 INT64_MAX: Final = (1 << 63) - 1
 
-QUANTITY: Final = cel.Type.Map(cel.Type.UINT, cel.Type.STRING)
+QUANTITY: Final = cel.Type.Map(cel.Type.UINT, cel.Type.DYN)
 SEMVER: Final = cel.Type.List(cel.Type.STRING)
 LIST: Final = cel.Type.List(cel.Type.DYN)
 MAP: Final = cel.Type.Map(cel.Type.DYN, cel.Type.DYN)

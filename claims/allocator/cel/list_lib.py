@@ -7,7 +7,6 @@ as in Kubernetes; a one-element list of a version string is a Semver, never flat
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any, Final
 
 from cel_expr_python import cel
@@ -22,8 +21,9 @@ from claims.allocator.cel.library import (
     overload,
     per_kind,
 )
-from claims.allocator.cel.quantity_lib import from_fraction, is_quantity, to_fraction
+from claims.allocator.cel.quantity_lib import from_quantity, is_quantity, to_fraction, to_quantity
 from claims.allocator.cel.semver_lib import is_semver, to_semver
+from claims.allocator.quantity import Quantity
 
 __all__ = ["MAX_INCLUDES_LIST", "MAX_RANGE", "overloads"]
 
@@ -63,7 +63,11 @@ def _sum(values: list[Any]) -> Any:
     if not values:
         return 0
     if all(is_quantity(v) for v in values):
-        return from_fraction(sum((to_fraction(v) for v in values), Fraction(0)))
+        # Upstream sums with Quantity.Add from a zero quantity, keeping its representation rules.
+        total = Quantity.from_int(0)
+        for value in values:
+            total = total.add(to_quantity(value))
+        return from_quantity(total)
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return check_int(sum(values))
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):

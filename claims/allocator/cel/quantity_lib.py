@@ -1,20 +1,23 @@
 """Kubernetes' CEL quantity library: ``quantity()``, ``isQuantity()`` and Quantity members.
 
-A Quantity value is ``{0: "<exact decimal>"}`` (CEL ``map(uint, string)``); arithmetic runs on
-exact fractions so ``add``/``sub``/``compareTo`` never round.
+A Quantity value is a CEL ``map(uint, dyn)``: ``{0: "<exact decimal>", 1: R, 2: S}``. Entry 0 is
+the value; entries 1 and 2 carry upstream's internal representation, which ``isInteger()`` and
+``asInteger()`` look at (``quantity("1000m").isInteger()`` is false although the value is 1):
+1 says whether the quantity is an int64 amount, 2 whether its scale is not negative. Each is
+written as the int ``0`` for yes and the double ``0.0`` for no: CEL's heterogeneous equality
+holds ``0 == 0.0``, so ``==`` between quantities still compares values only, like upstream's
+``Quantity.Equal``. Arithmetic follows ``claims.allocator.quantity.Quantity`` (exact).
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any, Final
 
 from cel_expr_python import cel
 
 from claims.allocator.cel.library import (
-    INT64_MAX,
-    INT64_MIN,
     QUANTITY,
     FunctionError,
     Overloads,
@@ -23,24 +26,41 @@ from claims.allocator.cel.library import (
 )
 from claims.allocator.quantity import Quantity, QuantityError
 
-__all__ = ["from_fraction", "is_quantity", "overloads", "quantity_value", "to_fraction"]
+__all__ = [
+    "from_quantity",
+    "is_quantity",
+    "overloads",
+    "quantity_value",
+    "to_fraction",
+    "to_quantity",
+]
 
 
-def quantity_value(text: object) -> dict[int, str]:
+_YES: Final = 0
+_NO: Final = 0.0
+
+
+def _flag(value: bool) -> int | float:
+    return _YES if value else _NO
+
+
+def from_quantity(quantity: Quantity) -> dict[int, Any]:
+    """The CEL value of a Quantity."""
+    return {
+        0: quantity.normalized(),
+        1: _flag(quantity.int64_amount),
+        2: _flag(quantity.scale >= 0),
+    }
+
+
+def quantity_value(text: object) -> dict[int, Any]:
     """The CEL value of a quantity string; FunctionError when invalid."""
     if not isinstance(text, str):
         raise FunctionError(f"quantity must be a string, got {type(text).__name__}")
     try:
-        return {0: Quantity.parse(text).normalized()}
+        return from_quantity(Quantity.parse(text))
     except QuantityError as exc:
         raise FunctionError(str(exc)) from exc
-
-
-def from_fraction(value: Fraction) -> dict[int, str]:
-    """The CEL value of an exact number."""
-    # Quantities are nano-scale decimals, so the exact value always has a finite decimal form.
-    text = format((Decimal(value.numerator) / Decimal(value.denominator)).normalize(), "f")
-    return {0: text}
 
 
 @lru_cache(maxsize=4096)
@@ -48,9 +68,20 @@ def _fraction(text: str) -> Fraction:
     return Fraction(text)
 
 
+def _is_yes(flag: object) -> bool:
+    # bool is an int in Python but never a flag here; a double means no.
+    return type(flag) is int
+
+
 def is_quantity(value: object) -> bool:
     """Whether a CEL value has the shape of a Quantity."""
-    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(0), str)
+    return (
+        isinstance(value, dict)
+        and len(value) == 3
+        and isinstance(value.get(0), str)
+        and type(value.get(1)) in (int, float)
+        and type(value.get(2)) in (int, float)
+    )
 
 
 def to_fraction(value: object) -> Fraction:
@@ -60,15 +91,24 @@ def to_fraction(value: object) -> Fraction:
     raise FunctionError(f"no such overload: expected a quantity, got {describe(value)}")
 
 
+def to_quantity(value: object) -> Quantity:
+    """The Quantity a CEL value stands for; FunctionError for any other value."""
+    exact = to_fraction(value)
+    assert isinstance(value, dict)
+    return Quantity.from_representation(
+        exact, int64=_is_yes(value[1]), scale_nonnegative=_is_yes(value[2])
+    )
+
+
 def _is_integer(q: object) -> bool:
-    value = to_fraction(q)
-    return value.denominator == 1 and INT64_MIN <= value.numerator <= INT64_MAX
+    return to_quantity(q).is_integer()
 
 
 def _as_integer(q: object) -> int:
-    if not _is_integer(q):
+    value = to_quantity(q).as_int64()
+    if value is None:
         raise FunctionError("cannot convert value to integer")
-    return to_fraction(q).numerator
+    return value
 
 
 def _compare(a: object, b: object) -> int:
@@ -76,14 +116,19 @@ def _compare(a: object, b: object) -> int:
     return int((left > right) - (left < right))
 
 
-def _add(a: object, b: object) -> dict[int, str]:
-    other = b if isinstance(b, int) else to_fraction(b)
-    return from_fraction(to_fraction(a) + other)
+def _operand(value: object) -> Quantity:
+    # quantity.add(int) adds resource.NewQuantity(i, DecimalExponent): an int64 amount.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Quantity.from_int(value)
+    return to_quantity(value)
 
 
-def _sub(a: object, b: object) -> dict[int, str]:
-    other = b if isinstance(b, int) else to_fraction(b)
-    return from_fraction(to_fraction(a) - other)
+def _add(a: object, b: object) -> dict[int, Any]:
+    return from_quantity(to_quantity(a).add(_operand(b)))
+
+
+def _sub(a: object, b: object) -> dict[int, Any]:
+    return from_quantity(to_quantity(a).sub(_operand(b)))
 
 
 def _sign(a: object) -> int:

@@ -3,19 +3,24 @@
 Implemented here because cel-cpp's strings extension would clash with the list overloads of
 indexOf/lastIndexOf. Indexes count code points, as CEL does. Strings built by these functions
 are capped like upstream's cost limit would cap them.
+
+Regular expressions use RE2 (``google-re2``), as Go's ``regexp`` and cel-cpp's built-in
+``matches`` do: matching takes linear time, and Perl-only syntax such as backreferences or
+lookaround is an error. ``findAll`` follows Go's ``FindAllString``: an empty match right after
+the previous match is skipped.
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Final
 
+import re2
 from cel_expr_python import cel
 
 from claims.allocator.cel.library import FunctionError, Overloads, overload
 
-__all__ = ["MAX_STRING_RESULT", "overloads"]
+__all__ = ["MAX_STRING_RESULT", "compile_regex", "overloads"]
 
 MAX_STRING_RESULT: Final = 1_000_000
 
@@ -90,24 +95,56 @@ def _quote(text: str) -> str:
     return '"' + "".join(escapes.get(c, c) for c in text) + '"'
 
 
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    # RE2 logs every invalid pattern to stderr; the error is reported to the user instead.
+    options.log_errors = False
+    return options
+
+
+_RE2_OPTIONS: Final = _re2_options()
+
+
 @lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
+def compile_regex(pattern: str) -> re2._Regexp:
+    """The compiled RE2 pattern; FunctionError when RE2 rejects it."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise FunctionError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        raise FunctionError(f"invalid regular expression {pattern!r}: {detail}") from exc
 
 
 def _find(text: str, pattern: str) -> str:
-    match = _regex(pattern).search(text)
+    match = compile_regex(pattern).search(text)
     return match.group(0) if match else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
     if limit == 0:
         return []
-    found = [m.group(0) for m in _regex(pattern).finditer(text)]
-    return found if limit < 0 else found[:limit]
+    regex = compile_regex(pattern)
+    found: list[str] = []
+    pos, previous_end = 0, -1
+    # Go's regexp.allMatches: search from pos in the whole text (anchors keep their meaning),
+    # step one character past an empty match, and drop an empty match that touches the last one.
+    while pos <= len(text) and (limit < 0 or len(found) < limit):
+        match = regex.search(text, pos)
+        if match is None:
+            break
+        start, end = match.span()
+        accept = True
+        if end == start:
+            accept = start != previous_end
+            pos = end + 1
+        else:
+            pos = end
+        previous_end = end
+        if accept:
+            found.append(match.group(0))
+    return found
 
 
 def overloads() -> Overloads:
