@@ -35,9 +35,11 @@ from claims.models import (
     ResourceQuota,
 )
 from claims.pages import quota_rows, template_claim_counts
+from claims.templates import template_names
 from dashboard.views import (
     apply_filters,
     distinct_values,
+    given_filters,
     list_page,
     paginate,
     read_access,
@@ -71,7 +73,7 @@ def claim_list(request: HttpRequest) -> HttpResponse:
         ),
     )
     # Tab counts: the same filters without the state one.
-    others = request.GET.copy()
+    others = given_filters(request)
     others.pop("state", None)
     by_state = dict(
         ResourceClaimFilterSet(others, queryset=ResourceClaim.objects.all())
@@ -128,6 +130,8 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     spec = (claim.obj or {}).get("spec") or {}
     context = {
         "claim": claim,
+        # Through the owning pod, so a claim stored before its pod still names its template.
+        "template_name": template_names([claim]).get(claim.pk, claim.template_name),
         "devices": devices,
         "reservations": [(r, pods.get(r.name)) for r in reservations],
         "requests": (spec.get("devices") or {}).get("requests") or [],

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Page, Paginator
 from django.db.models import Model, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
 PAGE_SIZE = 50
@@ -68,6 +68,16 @@ def paginate(request: HttpRequest, items: QuerySet[Any] | list[Any]) -> Page[Any
     return Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
 
 
+def given_filters(request: HttpRequest) -> QueryDict:
+    """The query without empty values: a form's blank box or "any" choice means no filter."""
+    query = QueryDict(mutable=True)
+    for key, values in request.GET.lists():
+        kept = [value for value in values if value.strip()]
+        if kept:
+            query.setlist(key, kept)
+    return query
+
+
 def apply_filters(
     request: HttpRequest, filterset_class: type[Any], queryset: QuerySet[Any]
 ) -> tuple[QuerySet[Any], dict[str, str], list[str]]:
@@ -76,7 +86,7 @@ def apply_filters(
     Returns the rows, the raw parameter values for the form, and error messages that name
     the parameter.
     """
-    filterset = filterset_class(request.GET, queryset=queryset, request=request)
+    filterset = filterset_class(given_filters(request), queryset=queryset, request=request)
     params = {name: request.GET.get(name, "").strip() for name in filterset.filters}
     if not filterset.is_valid():
         errors = [
