@@ -41,9 +41,11 @@ from dashboard.views import (
     distinct_values,
     given_filters,
     list_page,
+    object_yaml,
     paginate,
     read_access,
     render_page,
+    yaml_download,
 )
 from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, Node, Pool, ResourceSlice
@@ -122,11 +124,14 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     allocated = list(claim.allocated_devices.all())
     ids = device_ids_for(allocated)
     devices = [(entry, ids.get(entry.key)) for entry in allocated]
+    download = yaml_download(request, raw=claim.raw, filename=f"{namespace}-{name}")
+    if download is not None:
+        return download
     reservations = list(claim.reservations.all())
-    pods = {
-        pod.name: pod
-        for pod in Pod.objects.filter(namespace=namespace, name__in=[r.name for r in reservations])
-    }
+    diagnosis = claim.diagnosis if isinstance(claim.diagnosis, dict) else None
+    waiting = [str(p) for p in (diagnosis or {}).get("pods") or []]
+    wanted = {r.name for r in reservations} | set(waiting) | {claim.owner_pod} - {""}
+    pods = {pod.name: pod for pod in Pod.objects.filter(namespace=namespace, name__in=wanted)}
     spec = (claim.obj or {}).get("spec") or {}
     context = {
         "claim": claim,
@@ -135,9 +140,14 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "devices": devices,
         "reservations": [(r, pods.get(r.name)) for r in reservations],
         "requests": (spec.get("devices") or {}).get("requests") or [],
-        "diagnosis": claim.diagnosis,
+        "diagnosis": diagnosis,
         "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
-        "spec_json": json.dumps(claim.obj, indent=2, sort_keys=True),
+        "waiting_pods": [
+            (pod_name, pods.get(pod_name)) for pod_name in (waiting or [claim.owner_pod]) if pod_name
+        ],
+        "owner": pods.get(claim.owner_pod),
+        "raw_yaml": object_yaml(claim.raw),
+        "yaml_name": f"{namespace}-{name}",
     }
     return render_page(
         request,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
+import yaml
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Page, Paginator
@@ -33,6 +34,20 @@ def read_access(view: View) -> View:
         return view(request, *args, **kwargs)
 
     return wrapped  # type: ignore[return-value]
+
+
+def object_yaml(raw: Any) -> str:
+    """The object as the API server sent it, in YAML (key order kept, as kubectl shows it)."""
+    return yaml.safe_dump(raw, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def yaml_download(request: HttpRequest, *, raw: Any, filename: str) -> HttpResponse | None:
+    """With `?download=yaml`, the object's YAML as a file; otherwise None (render the page)."""
+    if request.GET.get("download") != "yaml":
+        return None
+    response = HttpResponse(object_yaml(raw), content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
+    return response
 
 
 def fragment_url(request: HttpRequest, name: str) -> str:

@@ -80,3 +80,27 @@ def sort_header(context: dict[str, Any], field: str, label: str, css: str = "") 
         label,
         arrow,
     )
+
+
+# The sidebar: (url name, label, the url names that belong to the section).
+NAV_LINKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("overview", "Overview", ("overview",)),
+    ("pool-list", "Pools", ("pool-list", "pool-detail")),
+    ("device-list", "Devices", ("device-list", "device-detail")),
+    ("device-class-list", "DeviceClasses", ("device-class-list", "device-class-detail")),
+    ("taint-rule-list", "Taint rules", ("taint-rule-list",)),
+    ("node-list", "Nodes", ("node-list", "node-detail")),
+    ("claim-list", "Claims", ("claim-list", "claim-detail")),
+    ("template-list", "Claim templates", ("template-list",)),
+    ("pod-list", "Pods", ("pod-list", "pod-detail")),
+    ("quota-list", "Quotas", ("quota-list",)),
+    ("resource-class-list", "ResourceClasses", ("resource-class-list",)),
+    ("scheduling-context-list", "Scheduling contexts", ("scheduling-context-list",)),
+    ("what-if", "What-if", ("what-if",)),
+    ("sync-status", "Sync status", ("sync-status",)),
+)
+
+
+@register.simple_tag
+def nav_links() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    return NAV_LINKS
