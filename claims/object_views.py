@@ -40,6 +40,7 @@ DEVICE_COLUMNS = (
     "consumes_counters",
     "taints",
     "allow_multiple_allocations",
+    "current",
 )
 SEARCH_LIMIT = 20
 
