@@ -201,8 +201,7 @@ def pod_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     if download is not None:
         return download
     generated = {
-        str(s.get("name")): str(s.get("resourceClaimName") or "")
-        for s in pod.claim_statuses or []
+        str(s.get("name")): str(s.get("resourceClaimName") or "") for s in pod.claim_statuses or []
     }
     entries = []
     for entry in pod.resource_claims or []:
@@ -254,7 +253,9 @@ def search(request: HttpRequest) -> HttpResponse:
         for label, queryset, list_name in kinds:
             found = list(queryset.order_by("name")[: SEARCH_LIMIT + 1])
             if found:
-                results.append((label, found[:SEARCH_LIMIT], list_name if len(found) > SEARCH_LIMIT else ""))
+                results.append(
+                    (label, found[:SEARCH_LIMIT], list_name if len(found) > SEARCH_LIMIT else "")
+                )
     return render_page(
         request,
         template="claims/search.html",

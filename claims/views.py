@@ -143,7 +143,9 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "diagnosis": diagnosis,
         "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
         "waiting_pods": [
-            (pod_name, pods.get(pod_name)) for pod_name in (waiting or [claim.owner_pod]) if pod_name
+            (pod_name, pods.get(pod_name))
+            for pod_name in (waiting or [claim.owner_pod])
+            if pod_name
         ],
         "owner": pods.get(claim.owner_pod),
         "raw_yaml": object_yaml(claim.raw),

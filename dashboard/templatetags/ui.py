@@ -45,7 +45,7 @@ def when(value: datetime | None) -> SafeString | str:
 
 @register.filter
 def stamp(value: datetime | None) -> SafeString | str:
-    """The absolute time with its zone, then the ticking age: "2026-11-23 21:40:00 UTC (3 min ago)"."""
+    """The absolute time with its zone, then the ticking age: "2026-11-23 21:40 UTC (3 min ago)"."""
     if not value:
         return "–"
     local = timezone.localtime(value)

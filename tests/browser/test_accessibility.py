@@ -3,6 +3,8 @@ scrolls sideways at 390 px."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -45,7 +47,7 @@ def test_no_serious_accessibility_violation_on_any_page(
             found = axe_violations(page)
             if found:
                 problems[f"{name} @{size['width']}"] = found
-    assert problems == {}
+    assert problems == {}, json.dumps(problems, indent=1)
 
 
 def test_no_page_scrolls_sideways_on_a_phone(page: Any, live_server_url: LiveServer) -> None:
@@ -97,6 +99,24 @@ def test_device_tiles_have_names_and_shared_differs_by_more_than_colour(
         })"""
     )
     assert all(g not in ("none", "normal", "") for g in glyphs) and glyphs[0] != glyphs[1]
+    free = page.locator(".dev.free").first
+    border = free.evaluate("e => getComputedStyle(e).borderTopColor")
+    panel = free.evaluate("e => getComputedStyle(e.closest('.card')).backgroundColor")
+    assert contrast(border, panel) >= 3.0, (border, panel)
+
+
+def _luminance(css: str) -> float:
+    red, green, blue = (int(v) / 255 for v in re.findall(r"\d+", css)[:3])
+    linear = [
+        c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (red, green, blue)
+    ]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG contrast ratio of two CSS rgb() colours."""
+    high, low = sorted((_luminance(first), _luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
 
 
 def test_relative_times_tick(page: Any, live_server_url: LiveServer) -> None:

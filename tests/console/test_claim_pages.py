@@ -50,7 +50,7 @@ def template_made_claims() -> list[tuple[ResourceClaim, str]]:
     pods = {(p.namespace, p.name): p.resource_claims for p in Pod.objects.all()}
     found = []
     for claim in ResourceClaim.objects.exclude(owner_pod=""):
-        entry = ((claim.obj["metadata"].get("annotations") or {})).get(POD_CLAIM_NAME, "")
+        entry = (claim.obj["metadata"].get("annotations") or {}).get(POD_CLAIM_NAME, "")
         name = template_of_entry(pods.get((claim.namespace, claim.owner_pod), []), entry)
         if name:
             found.append((claim, name))
