@@ -17,6 +17,7 @@ from claims.devices.states import annotate_device_state, refine_device_states
 from claims.filters import DeviceFilterSet, PodFilterSet, PodSchedulingContextFilterSet
 from claims.models import Pod, PodSchedulingContext, ResourceClaim, ResourceClaimTemplate
 from dashboard.views import (
+    apply_ordering,
     distinct_values,
     list_page,
     object_yaml,
@@ -43,6 +44,9 @@ DEVICE_COLUMNS = (
     "current",
 )
 SEARCH_LIMIT = 20
+NAME_ORDERING = {"name": "name", "age": "created_at"}
+DEVICE_ORDERING = {"driver": "driver", "pool": "pool_name", "name": "name", "state": "state"}
+NAMESPACED_ORDERING = {"namespace": "namespace", **NAME_ORDERING}
 
 
 def _refined(devices: list[Device]) -> list[Device]:
@@ -67,6 +71,7 @@ def device_list(request: HttpRequest) -> HttpResponse:
         live=["devices", "pools"],
         rows=_refined,
         context={"drivers": distinct_values(Device, "driver"), "states": DeviceState.choices},
+        ordering=DEVICE_ORDERING,
     )
 
 
@@ -87,6 +92,7 @@ def device_class_list(request: HttpRequest) -> HttpResponse:
         fragment="claims/_device_class_table.html",
         live=["classes", "devices"],
         rows=_class_rows,
+        ordering=NAME_ORDERING,
     )
 
 
@@ -101,9 +107,11 @@ def device_class_detail(request: HttpRequest, name: str) -> HttpResponse:
     devices = annotate_device_state(
         Device.objects.filter(pk__in=sorted(members or ())).only(*DEVICE_COLUMNS)
     ).order_by("driver", "pool_name", "name")
+    devices, errors = apply_ordering(request, devices, DEVICE_ORDERING)
     page = paginate(request, devices)
     context = {
         "device_class": device_class,
+        "errors": errors,
         "page_obj": page,
         "rows": _refined(list(page.object_list)),
         "compiled": members is not None,
@@ -129,6 +137,7 @@ def taint_rule_list(request: HttpRequest) -> HttpResponse:
         template="claims/taint_rule_list.html",
         fragment="claims/_taint_rule_table.html",
         live=["devices"],
+        ordering={**NAME_ORDERING, "driver": "driver"},
     )
 
 
@@ -141,6 +150,7 @@ def resource_class_list(request: HttpRequest) -> HttpResponse:
         template="claims/resource_class_list.html",
         fragment="claims/_resource_class_table.html",
         live=["classes"],
+        ordering={**NAME_ORDERING, "driver": "driver_name"},
     )
 
 
@@ -172,6 +182,7 @@ def scheduling_context_list(request: HttpRequest) -> HttpResponse:
         fragment="claims/_scheduling_context_table.html",
         live=["pods"],
         rows=_scheduling_rows,
+        ordering={**NAMESPACED_ORDERING, "node": "selected_node"},
         context={"namespaces": distinct_values(PodSchedulingContext, "namespace")},
     )
 
@@ -187,6 +198,7 @@ def pod_list(request: HttpRequest) -> HttpResponse:
         template="claims/pod_list.html",
         fragment="claims/_pod_table.html",
         live=["pods"],
+        ordering={**NAMESPACED_ORDERING, "phase": "phase", "node": "node_name"},
         context={
             "namespaces": distinct_values(Pod, "namespace"),
             "phases": ["Pending", "Running", "Succeeded", "Failed", "Unknown"],

@@ -38,6 +38,7 @@ from claims.pages import quota_rows, template_claim_counts
 from claims.templates import template_names
 from dashboard.views import (
     apply_filters,
+    apply_ordering,
     distinct_values,
     given_filters,
     list_page,
@@ -51,11 +52,24 @@ from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, Node, Pool, ResourceSlice
 
 
+CLAIM_ORDERING = {
+    "namespace": "namespace",
+    "name": "name",
+    "state": "state",
+    "node": "node_name",
+    "devices": "allocated_count",
+    "age": "created_at",
+}
+NAMESPACED_ORDERING = {"namespace": "namespace", "name": "name", "age": "created_at"}
+
+
 @read_access
 def claim_list(request: HttpRequest) -> HttpResponse:
     claims, params, errors = apply_filters(
         request, ResourceClaimFilterSet, ResourceClaim.objects.order_by("namespace", "name")
     )
+    if not errors:
+        claims, errors = apply_ordering(request, claims, CLAIM_ORDERING)
     claims = claims.annotate(reservation_count=Count("reservations"))
     page = paginate(
         request,
@@ -172,6 +186,7 @@ def template_list(request: HttpRequest) -> HttpResponse:
         fragment="claims/_template_table.html",
         live=["templates"],
         rows=template_claim_counts,
+        ordering=NAMESPACED_ORDERING,
         context={"namespaces": distinct_values(ResourceClaimTemplate, "namespace")},
     )
 
@@ -200,6 +215,14 @@ def pool_list(request: HttpRequest) -> HttpResponse:
         fragment="claims/_pool_table.html",
         live=["pools"],
         rows=lambda pools: [(pool, pool_segments(pool)) for pool in pools],
+        ordering={
+            "driver": "driver",
+            "name": "name",
+            "node": "node_name",
+            "devices": "devices_total",
+            "allocated": "devices_allocated",
+            "free": "devices_free",
+        },
         context={"drivers": distinct_values(Pool, "driver")},
     )
 
@@ -258,8 +281,10 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @read_access
 def node_list(request: HttpRequest) -> HttpResponse:
     nodes, params, errors = apply_filters(
-        request, NodeFilterSet, Node.objects.only("pk", "name", "ready", "unschedulable", "labels")
+        request, NodeFilterSet, Node.objects.only("pk", "name", "ready", "unschedulable", "labels", "created_at")
     )
+    if not errors:
+        nodes, errors = apply_ordering(request, nodes, {"name": "name", "age": "created_at"})
     params["label"] = request.GET.get("label", "").strip()
     if params["label"]:
         key, _, value = params["label"].partition("=")

@@ -113,6 +113,23 @@ def apply_filters(
     return filterset.qs, params, []
 
 
+def apply_ordering(
+    request: HttpRequest, items: QuerySet[Any], columns: Mapping[str, str]
+) -> tuple[QuerySet[Any], list[str]]:
+    """Sort by `?ordering=<column>` or `-<column>` (descending); `columns` maps the column names
+    a page offers to the fields they sort by. Anything else is an error naming the parameter."""
+    wanted = request.GET.get("ordering", "").strip()
+    if not wanted:
+        return items, []
+    column = wanted.removeprefix("-")
+    if column not in columns:
+        offered = ", ".join(sorted(columns)) or "none"
+        return items.none(), [f"ordering: cannot sort by {wanted!r}; columns: {offered}"]
+    field = columns[column]
+    # pk last: rows with equal values keep one order from page to page.
+    return items.order_by(f"-{field}" if wanted.startswith("-") else field, "pk"), []
+
+
 def distinct_values(model: type[Model], field: str) -> list[str]:
     """The distinct values of one column, sorted: the choices of a list page's filter."""
     return list(model.objects.order_by(field).values_list(field, flat=True).distinct())
@@ -128,13 +145,17 @@ def list_page(
     live: Iterable[str],
     rows: Callable[[Sequence[Any]], list[Any]] | None = None,
     context: Mapping[str, Any] | None = None,
+    ordering: Mapping[str, str] | None = None,
 ) -> HttpResponse:
     """The skeleton of a filtered, paginated list page with one live `table` fragment.
 
     `rows` turns the page's objects into what the table iterates (`rows` in the context);
-    `context` adds the page's own values (filter choices, tab counts).
+    `context` adds the page's own values (filter choices, tab counts); `ordering` names the
+    sortable columns (see `apply_ordering`).
     """
     items, params, errors = apply_filters(request, filterset, queryset)
+    if not errors:
+        items, errors = apply_ordering(request, items, ordering or {})
     page = paginate(request, items)
     values: dict[str, Any] = {"page_obj": page, "params": params, "errors": errors}
     if rows is not None:

@@ -104,3 +104,9 @@ NAV_LINKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 @register.simple_tag
 def nav_links() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     return NAV_LINKS
+
+
+@register.filter
+def page_range(paginator: Any, number: int) -> list[Any]:
+    """Page numbers around `number`, first and last, with the paginator's ELLIPSIS between."""
+    return list(paginator.get_elided_page_range(number, on_each_side=2, on_ends=1))
