@@ -62,6 +62,34 @@ def quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
     return rows
 
 
+def other_quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
+    """The lines of one ResourceQuota that are not device classes (cpu, memory, pods, ...).
+
+    Same shape and exact comparison as `quota_rows`, with `resource` naming the line.
+    """
+    device_keys = {line["key"] for line in quota_rows(quota)}
+    rows = []
+    for key, hard in sorted((quota.hard or {}).items()):
+        if key in device_keys:
+            continue
+        used = (quota.used or {}).get(key, "0")
+        used_n, hard_n = _amount(used), _amount(hard)
+        fraction = 0.0
+        if used_n is not None and hard_n:
+            fraction = round(100.0 * float(used_n / hard_n), 1)
+        rows.append(
+            {
+                "resource": key,
+                "used": used,
+                "hard": hard,
+                "percent": min(100.0, max(0.0, fraction)),
+                "full": used_n is not None and bool(hard_n) and used_n >= hard_n,
+                "unparseable": used_n is None or hard_n is None,
+            }
+        )
+    return rows
+
+
 def template_claim_counts(
     templates: Iterable[ResourceClaimTemplate],
 ) -> list[tuple[ResourceClaimTemplate, int]]:

@@ -34,7 +34,7 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from claims.pages import quota_rows, template_claim_counts
+from claims.pages import other_quota_rows, quota_rows, template_claim_counts
 from claims.templates import template_names
 from dashboard.views import (
     apply_filters,
@@ -200,7 +200,9 @@ def quota_list(request: HttpRequest) -> HttpResponse:
         template="claims/quota_list.html",
         fragment="claims/_quota_table.html",
         live=["quotas"],
-        rows=lambda quotas: [(quota, quota_rows(quota)) for quota in quotas],
+        rows=lambda quotas: [
+            (quota, quota_rows(quota), other_quota_rows(quota)) for quota in quotas
+        ],
         context={"namespaces": distinct_values(ResourceQuota, "namespace")},
     )
 
@@ -251,6 +253,9 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
     device = get_object_or_404(
         annotate_device_state(Device.objects.select_related("pool", "slice")), pk=pk
     )
+    download = yaml_download(request, raw=device.slice.raw, filename=device.slice.name)
+    if download is not None:
+        return download
     refine_device_states([device])
     holders = list(
         AllocatedDevice.objects.filter(
@@ -268,6 +273,9 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "rules": matching_taint_rules(device),
         "attributes": sorted((device.attributes or {}).items()),
         "spec_json": json.dumps(device.spec, indent=2, sort_keys=True),
+        "raw_yaml": object_yaml(device.slice.raw),
+        "yaml_name": device.slice.name,
+        "yaml_title": f"Its ResourceSlice {device.slice.name}",
     }
     return render_page(
         request,
@@ -281,7 +289,9 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @read_access
 def node_list(request: HttpRequest) -> HttpResponse:
     nodes, params, errors = apply_filters(
-        request, NodeFilterSet, Node.objects.only("pk", "name", "ready", "unschedulable", "labels", "created_at")
+        request,
+        NodeFilterSet,
+        Node.objects.only("pk", "name", "ready", "unschedulable", "labels", "created_at"),
     )
     if not errors:
         nodes, errors = apply_ordering(request, nodes, {"name": "name", "age": "created_at"})
@@ -314,6 +324,9 @@ def node_list(request: HttpRequest) -> HttpResponse:
 @read_access
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
+    download = yaml_download(request, raw=node.raw, filename=name)
+    if download is not None:
+        return download
     counts = reachable_counts([node])[node.name]
     local_pools = pool_utilisation(Pool.objects.filter(node_name=name))
     info = NodeInfo(name=node.name, labels=dict(node.labels or {}))
@@ -336,6 +349,8 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "claims": list(ResourceClaim.objects.filter(node_name=name)[:200]),
         "pods": list(Pod.objects.filter(node_name=name)[:200]),
         "held_states": HELD_STATES,
+        "raw_yaml": object_yaml(node.raw),
+        "yaml_name": name,
     }
     return render_page(
         request,

@@ -79,3 +79,44 @@ def test_new_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str
     with CaptureQueriesContext(connection) as large:
         assert client.get(reverse(name)).status_code == 200
     assert len(large) == len(small), name
+
+
+def test_quotas_show_cpu_memory_and_pods_lines(db, viewer_client: Client) -> None:
+    """Quota lines other than device classes are listed with used against hard."""
+    from claims.models import ResourceQuota
+
+    ResourceQuota.objects.create(
+        uid="q-1",
+        namespace="team-z",
+        name="compute",
+        api_version="v1",
+        raw={},
+        obj={},
+        hard={
+            "cpu": "10",
+            "memory": "64Gi",
+            "pods": "20",
+            "gpu.deviceclass.resource.k8s.io/devices": "4",
+        },
+        used={"cpu": "2500m", "memory": "32Gi", "pods": "20"},
+    )
+    response = viewer_client.get(reverse("quota-list"))
+    [(quota, devices, others)] = response.context["rows"]
+    assert [line["device_class"] for line in devices] == ["gpu"]
+    by_resource = {line["resource"]: line for line in others}
+    assert set(by_resource) == {"cpu", "memory", "pods"}
+    assert by_resource["cpu"]["percent"] == 25.0 and by_resource["memory"]["percent"] == 50.0
+    assert by_resource["pods"]["full"] is True
+    assert "2500m" in response.content.decode()
+
+
+def test_node_and_device_pages_offer_yaml(demo, viewer_client: Client) -> None:
+    """Node pages show the Node's YAML; device pages the YAML of the slice that publishes it."""
+    from inventory.models import Node
+
+    node = Node.objects.first()
+    node_page = viewer_client.get(reverse("node-detail", args=[node.name]))
+    assert f"name: {node.name}" in node_page.context["raw_yaml"]
+    device = Device.objects.select_related("slice").first()
+    download = viewer_client.get(reverse("device-detail", args=[device.pk]), {"download": "yaml"})
+    assert f"name: {device.slice.name}" in download.content.decode()
