@@ -51,7 +51,6 @@ from dashboard.views import (
 from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, Node, Pool, ResourceSlice
 
-
 CLAIM_ORDERING = {
     "namespace": "namespace",
     "name": "name",
