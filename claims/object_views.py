@@ -273,3 +273,25 @@ def search(request: HttpRequest) -> HttpResponse:
         template="claims/search.html",
         context={"q": text, "results": results, "limit": SEARCH_LIMIT},
     )
+
+
+@read_access
+def template_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    template = get_object_or_404(ResourceClaimTemplate, namespace=namespace, name=name)
+    download = yaml_download(request, raw=template.raw, filename=f"{namespace}-{name}")
+    if download is not None:
+        return download
+    claims = ResourceClaim.objects.filter(namespace=namespace, template_name=name).only(
+        "pk", "namespace", "name", "state", "node_name", "created_at"
+    )
+    context = {
+        "template": template,
+        "page_obj": paginate(request, claims.order_by("name")),
+        **_yaml_context(template.raw, f"{namespace}-{name}"),
+    }
+    return render_page(
+        request,
+        template="claims/template_detail.html",
+        context=context,
+        live=[f"namespace:{namespace}"],
+    )

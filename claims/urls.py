@@ -29,4 +29,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("pods/", object_views.pod_list, name="pod-list"),
     path("pods/<str:namespace>/<str:name>/", object_views.pod_detail, name="pod-detail"),
     path("search/", object_views.search, name="search"),
+    path(
+        "templates/<str:namespace>/<str:name>/",
+        object_views.template_detail,
+        name="template-detail",
+    ),
 ]

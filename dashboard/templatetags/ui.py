@@ -91,7 +91,7 @@ NAV_LINKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("taint-rule-list", "Taint rules", ("taint-rule-list",)),
     ("node-list", "Nodes", ("node-list", "node-detail")),
     ("claim-list", "Claims", ("claim-list", "claim-detail")),
-    ("template-list", "Claim templates", ("template-list",)),
+    ("template-list", "Claim templates", ("template-list", "template-detail")),
     ("pod-list", "Pods", ("pod-list", "pod-detail")),
     ("quota-list", "Quotas", ("quota-list",)),
     ("resource-class-list", "ResourceClasses", ("resource-class-list",)),

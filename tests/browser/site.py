@@ -31,6 +31,7 @@ DETAIL_PAGES = (
     ("claim", "/claims/?state=reserved", r"/claims/[^/?]+/[^/?]+/"),
     ("pending-claim", "/claims/?state=pending", r"/claims/[^/?]+/[^/?]+/"),
     ("pod", "/pods/", r"/pods/[^/?]+/[^/?]+/"),
+    ("template", "/templates/", r"/templates/[^/?]+/[^/?]+/"),
 )
 
 

@@ -71,6 +71,8 @@ def test_claims_are_linked_to_the_template_their_pod_names(demo, viewer_client: 
     counts = {(t.namespace, t.name): n for t, n in listed.context["rows"]}
     expected = sum(1 for c, t in made if (c.namespace, t) == (claim.namespace, template))
     assert counts[(claim.namespace, template)] == expected > 0
+    page = viewer_client.get(reverse("template-detail", args=[claim.namespace, template]))
+    assert page.context["page_obj"].paginator.count == expected
     filtered = viewer_client.get(
         reverse("claim-list"), {"namespace": claim.namespace, "template": template}
     )
