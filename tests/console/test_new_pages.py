@@ -120,3 +120,11 @@ def test_node_and_device_pages_offer_yaml(demo, viewer_client: Client) -> None:
     device = Device.objects.select_related("slice").first()
     download = viewer_client.get(reverse("device-detail", args=[device.pk]), {"download": "yaml"})
     assert f"name: {device.slice.name}" in download.content.decode()
+
+
+@pytest.mark.parametrize("name", NEW_LISTS)
+def test_new_list_tables_refresh_as_fragments(demo, viewer_client: Client, name: str) -> None:
+    """The live layer can re-fetch each new list's table through the page view."""
+    response = viewer_client.get(reverse(name), {"fragment": "table"})
+    assert response.status_code == 200
+    assert b"<html" not in response.content and b'hx-trigger="live"' in response.content
