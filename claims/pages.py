@@ -62,6 +62,34 @@ def quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
     return rows
 
 
+def other_quota_rows(quota: ResourceQuota) -> list[dict[str, Any]]:
+    """The lines of one ResourceQuota that are not device classes (cpu, memory, pods, ...).
+
+    Same shape and exact comparison as `quota_rows`, with `resource` naming the line.
+    """
+    device_keys = {line["key"] for line in quota_rows(quota)}
+    rows = []
+    for key, hard in sorted((quota.hard or {}).items()):
+        if key in device_keys:
+            continue
+        used = (quota.used or {}).get(key, "0")
+        used_n, hard_n = _amount(used), _amount(hard)
+        fraction = 0.0
+        if used_n is not None and hard_n:
+            fraction = round(100.0 * float(used_n / hard_n), 1)
+        rows.append(
+            {
+                "resource": key,
+                "used": used,
+                "hard": hard,
+                "percent": min(100.0, max(0.0, fraction)),
+                "full": used_n is not None and bool(hard_n) and used_n >= hard_n,
+                "unparseable": used_n is None or hard_n is None,
+            }
+        )
+    return rows
+
+
 def template_claim_counts(
     templates: Iterable[ResourceClaimTemplate],
 ) -> list[tuple[ResourceClaimTemplate, int]]:
@@ -80,10 +108,68 @@ def template_claim_counts(
     return [(t, claims_from.get((t.namespace, t.name), 0)) for t in templates]
 
 
-def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
-    """A `what_if` answer plus pool grids with the first placement's devices highlighted."""
+def _placements(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """Fitting schedulable nodes, each with the devices its first copy gets and its copies.
 
-    placements = list(answer.get("placements") or [])
+    The devices come from the per-node verdicts (`nodes`), taken before copies were placed:
+    `placements` loses the devices of nodes that later filled up with copies.
+    """
+    copies = {
+        str(p.get("node")): int(p.get("copies") or 0)
+        for p in (answer.get("headroom") or {}).get("placements") or []
+    }
+    rows = []
+    for entry in answer.get("nodes") or []:
+        if not (entry.get("fits") and entry.get("schedulable")):
+            continue
+        devices = [d for claim in entry.get("claims") or [] for d in claim.get("devices") or []]
+        rows.append(
+            {
+                "node": entry.get("node"),
+                "devices": devices,
+                "copies": copies.get(str(entry.get("node")), 0),
+            }
+        )
+    if not rows:
+        # Older answers (or a cached one) without per-node verdicts.
+        rows = [
+            {**p, "copies": copies.get(str(p.get("node")), 0)}
+            for p in answer.get("placements") or []
+        ]
+    # Nodes that took copies first, in the order the copies were placed.
+    order = {node: index for index, node in enumerate(copies)}
+    rows.sort(key=lambda r: (order.get(str(r["node"]), len(order)), str(r["node"])))
+    return rows
+
+
+def _quota(answer: dict[str, Any], count: int) -> dict[str, Any]:
+    """The quota check said per copy: what one copy needs and how many copies fit under it."""
+    quota = dict(answer.get("quota") or {})
+    lines = []
+    for item in quota.get("items") or []:
+        requested = _amount(item.get("requested"))
+        per_copy = requested / count if requested is not None and count else requested
+        lines.append(
+            {
+                **item,
+                "per_copy": _plain(per_copy) if per_copy is not None else item.get("requested"),
+            }
+        )
+    quota["lines"] = lines
+    return quota
+
+
+def _plain(amount: Fraction) -> str:
+    return str(amount.numerator) if amount.denominator == 1 else str(float(amount))
+
+
+def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
+    """A `what_if` answer for the page: placements with devices and copies per node, the quota
+    per copy, pool grids with the first placement's devices highlighted."""
+
+    summary = answer.get("summary") or {}
+    count = int(summary.get("count") or 1)
+    placements = _placements(answer)
     chosen: dict[tuple[str, str], set[str]] = {}
     for result in (placements[0].get("devices") or []) if placements else []:
         chosen.setdefault((str(result["driver"]), str(result["pool"])), set()).add(
@@ -94,14 +180,21 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
         pool = Pool.objects.filter(driver=driver, name=pool_name).first()
         if pool is not None:
             grids.append(pool_context(pool, chosen=names))
+    headroom = dict(answer.get("headroom") or {})
+    quota = _quota(answer, count)
+    allowed = quota.get("copiesAllowed")
+    placed = int(headroom.get("placed") or 0)
     return {
         "fits": bool(answer.get("fits")),
         "simulated": answer.get("fits") is not None,
+        "count": count,
         "placements": placements[:MAX_PLACEMENTS_SHOWN],
         "more_placements": max(0, len(placements) - MAX_PLACEMENTS_SHOWN),
-        "summary": answer.get("summary") or {},
-        "headroom": answer.get("headroom") or {},
-        "quota": answer.get("quota") or {},
+        "summary": summary,
+        "headroom": headroom,
+        "quota": quota,
+        # Copies that both fit on devices and pass quota admission.
+        "admitted": min(placed, allowed) if allowed is not None else placed,
         "reasons": list(answer.get("reasons") or []),
         "diagnosis": answer.get("diagnosis"),
         "grids": grids,

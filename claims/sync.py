@@ -25,6 +25,7 @@ from claims.models import (
 )
 from claims.models import Pod as PodModel
 from claims.tasks import schedule_diagnoses
+from claims.templates import link_claims_of_pods, link_templates
 from claims.whatif.extended import DEVICE_CLASS_PREFIX, requested_names
 from inventory.choices import Kind
 from inventory.models import DeviceClass, KubeObject
@@ -102,9 +103,9 @@ def claim_columns(obj: JSON) -> JSON:
         "device_classes": device_classes_of(spec),
         "request_count": len(_requests(spec)),
         "allocated_count": len(_results(obj)),
-        "template_name": str(
-            (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name", "")
-        ),
+        # The pod-claim-name annotation names the pod's claim entry, not a template: the
+        # template is found through the pod after the write (`claims.templates`).
+        "template_name": "",
         "owner_pod": next((str(o.get("name")) for o in owners if o.get("kind") == "Pod"), ""),
     }
 
@@ -184,6 +185,15 @@ def claims_written(written: list[Written], result: BatchResult) -> None:
         result.touch("devices", *(f"{c['driver']}/{c['pool']}/{c['device']}" for c in allocated))
     insert_rows(AllocatedDevice, devices)
     insert_rows(Reservation, reservations)
+    link_templates([entry.row for entry in written])
+
+
+def pods_written(written: list[Written], result: BatchResult) -> None:
+    """Count and announce written pods, then re-link the claims they own to templates."""
+    for entry in written:
+        result.upserted += 1
+        result.touch("pods", entry.row.pk)
+    link_claims_of_pods((entry.row.namespace, entry.row.name) for entry in written)
 
 
 def delete_claim(row: KubeObject, result: BatchResult) -> None:
@@ -365,6 +375,7 @@ def register_handlers() -> None:
             namespaced=True,
             keep=pod_uses_claims,
             redact=redact_pod,
+            written=pods_written,
         )
     )
     register(

@@ -34,17 +34,32 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from claims.pages import quota_rows, template_claim_counts
+from claims.pages import other_quota_rows, quota_rows, template_claim_counts
+from claims.templates import template_names
 from dashboard.views import (
     apply_filters,
+    apply_ordering,
     distinct_values,
+    given_filters,
     list_page,
+    object_yaml,
     paginate,
     read_access,
     render_page,
+    yaml_download,
 )
 from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, Node, Pool, ResourceSlice
+
+CLAIM_ORDERING = {
+    "namespace": "namespace",
+    "name": "name",
+    "state": "state",
+    "node": "node_name",
+    "devices": "allocated_count",
+    "age": "created_at",
+}
+NAMESPACED_ORDERING = {"namespace": "namespace", "name": "name", "age": "created_at"}
 
 
 @read_access
@@ -52,6 +67,8 @@ def claim_list(request: HttpRequest) -> HttpResponse:
     claims, params, errors = apply_filters(
         request, ResourceClaimFilterSet, ResourceClaim.objects.order_by("namespace", "name")
     )
+    if not errors:
+        claims, errors = apply_ordering(request, claims, CLAIM_ORDERING)
     claims = claims.annotate(reservation_count=Count("reservations"))
     page = paginate(
         request,
@@ -71,7 +88,7 @@ def claim_list(request: HttpRequest) -> HttpResponse:
         ),
     )
     # Tab counts: the same filters without the state one.
-    others = request.GET.copy()
+    others = given_filters(request)
     others.pop("state", None)
     by_state = dict(
         ResourceClaimFilterSet(others, queryset=ResourceClaim.objects.all())
@@ -120,20 +137,32 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     allocated = list(claim.allocated_devices.all())
     ids = device_ids_for(allocated)
     devices = [(entry, ids.get(entry.key)) for entry in allocated]
+    download = yaml_download(request, raw=claim.raw, filename=f"{namespace}-{name}")
+    if download is not None:
+        return download
     reservations = list(claim.reservations.all())
-    pods = {
-        pod.name: pod
-        for pod in Pod.objects.filter(namespace=namespace, name__in=[r.name for r in reservations])
-    }
+    diagnosis = claim.diagnosis if isinstance(claim.diagnosis, dict) else None
+    waiting = [str(p) for p in (diagnosis or {}).get("pods") or []]
+    wanted = {r.name for r in reservations} | set(waiting) | {claim.owner_pod} - {""}
+    pods = {pod.name: pod for pod in Pod.objects.filter(namespace=namespace, name__in=wanted)}
     spec = (claim.obj or {}).get("spec") or {}
     context = {
         "claim": claim,
+        # Through the owning pod, so a claim stored before its pod still names its template.
+        "template_name": template_names([claim]).get(claim.pk, claim.template_name),
         "devices": devices,
         "reservations": [(r, pods.get(r.name)) for r in reservations],
         "requests": (spec.get("devices") or {}).get("requests") or [],
-        "diagnosis": claim.diagnosis,
+        "diagnosis": diagnosis,
         "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
-        "spec_json": json.dumps(claim.obj, indent=2, sort_keys=True),
+        "waiting_pods": [
+            (pod_name, pods.get(pod_name))
+            for pod_name in (waiting or [claim.owner_pod])
+            if pod_name
+        ],
+        "owner": pods.get(claim.owner_pod),
+        "raw_yaml": object_yaml(claim.raw),
+        "yaml_name": f"{namespace}-{name}",
     }
     return render_page(
         request,
@@ -156,6 +185,7 @@ def template_list(request: HttpRequest) -> HttpResponse:
         fragment="claims/_template_table.html",
         live=["templates"],
         rows=template_claim_counts,
+        ordering=NAMESPACED_ORDERING,
         context={"namespaces": distinct_values(ResourceClaimTemplate, "namespace")},
     )
 
@@ -169,7 +199,9 @@ def quota_list(request: HttpRequest) -> HttpResponse:
         template="claims/quota_list.html",
         fragment="claims/_quota_table.html",
         live=["quotas"],
-        rows=lambda quotas: [(quota, quota_rows(quota)) for quota in quotas],
+        rows=lambda quotas: [
+            (quota, quota_rows(quota), other_quota_rows(quota)) for quota in quotas
+        ],
         context={"namespaces": distinct_values(ResourceQuota, "namespace")},
     )
 
@@ -184,6 +216,14 @@ def pool_list(request: HttpRequest) -> HttpResponse:
         fragment="claims/_pool_table.html",
         live=["pools"],
         rows=lambda pools: [(pool, pool_segments(pool)) for pool in pools],
+        ordering={
+            "driver": "driver",
+            "name": "name",
+            "node": "node_name",
+            "devices": "devices_total",
+            "allocated": "devices_allocated",
+            "free": "devices_free",
+        },
         context={"drivers": distinct_values(Pool, "driver")},
     )
 
@@ -212,6 +252,9 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
     device = get_object_or_404(
         annotate_device_state(Device.objects.select_related("pool", "slice")), pk=pk
     )
+    download = yaml_download(request, raw=device.slice.raw, filename=device.slice.name)
+    if download is not None:
+        return download
     refine_device_states([device])
     holders = list(
         AllocatedDevice.objects.filter(
@@ -229,6 +272,9 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "rules": matching_taint_rules(device),
         "attributes": sorted((device.attributes or {}).items()),
         "spec_json": json.dumps(device.spec, indent=2, sort_keys=True),
+        "raw_yaml": object_yaml(device.slice.raw),
+        "yaml_name": device.slice.name,
+        "yaml_title": f"Its ResourceSlice {device.slice.name}",
     }
     return render_page(
         request,
@@ -242,8 +288,12 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @read_access
 def node_list(request: HttpRequest) -> HttpResponse:
     nodes, params, errors = apply_filters(
-        request, NodeFilterSet, Node.objects.only("pk", "name", "ready", "unschedulable", "labels")
+        request,
+        NodeFilterSet,
+        Node.objects.only("pk", "name", "ready", "unschedulable", "labels", "created_at"),
     )
+    if not errors:
+        nodes, errors = apply_ordering(request, nodes, {"name": "name", "age": "created_at"})
     params["label"] = request.GET.get("label", "").strip()
     if params["label"]:
         key, _, value = params["label"].partition("=")
@@ -273,6 +323,9 @@ def node_list(request: HttpRequest) -> HttpResponse:
 @read_access
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
+    download = yaml_download(request, raw=node.raw, filename=name)
+    if download is not None:
+        return download
     counts = reachable_counts([node])[node.name]
     local_pools = pool_utilisation(Pool.objects.filter(node_name=name))
     info = NodeInfo(name=node.name, labels=dict(node.labels or {}))
@@ -295,6 +348,8 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "claims": list(ResourceClaim.objects.filter(node_name=name)[:200]),
         "pods": list(Pod.objects.filter(node_name=name)[:200]),
         "held_states": HELD_STATES,
+        "raw_yaml": object_yaml(node.raw),
+        "yaml_name": name,
     }
     return render_page(
         request,

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from claims.choices import ClaimState
 from claims.devices.classes import class_utilisation
-from claims.devices.counts import COUNT_KEYS, driver_utilisation
+from claims.devices.counts import COUNT_KEYS, available_count, driver_utilisation
 from claims.devices.pages import bar_segments, percent
 from claims.models import ResourceClaim
 from dashboard.models import UtilisationSample
@@ -24,7 +24,10 @@ from inventory.models import Node, Pool, SyncState
 CHART_WIDTH = 1100
 CHART_HEIGHT = 230
 CHART_PAD = 40
-CHART_COLOURS = ("#2f5bd3", "#7a4fd1", "#12b76a", "#e0702b", "#c62f3a", "#0e9384")
+# Drivers get colours (and dash patterns) that no device state uses: blue, purple, green,
+# amber, orange and red mean allocated, shared, free, admin, tainted and unhealthy elsewhere.
+CHART_COLOURS = ("#0e7490", "#c11574", "#5b6b0f", "#7a5230", "#344054", "#0891b2")
+CHART_DASHES = ("", "6 3", "2 3", "10 3 2 3", "1 2", "8 6")
 CHART_MAX_POINTS = 240
 
 
@@ -68,6 +71,7 @@ def utilisation_chart(*, hours: int = 24) -> dict[str, Any]:
             {
                 "driver": driver,
                 "colour": CHART_COLOURS[index % len(CHART_COLOURS)],
+                "dash": CHART_DASHES[index % len(CHART_DASHES)],
                 "points": " ".join(f"{x},{y}" for x, y in kept),
                 "last": samples and kept[-1],
             }
@@ -87,6 +91,8 @@ def overview_context() -> dict[str, Any]:
         for key in totals:
             totals[key] += counts.get(key, 0)
         rows.append({"driver": driver, "counts": counts, "segments": _segments(counts)})
+    totals["available"] = available_count(totals)
+    totals["unavailable"] = totals["tainted"] + totals["blocked"]
     nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
     classes = class_counts()
     # The first ten rows and the count of all in one query: a window count runs before LIMIT.

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.urls import reverse
 
 from claims.models import ResourceClaimTemplate
 from claims.pages import shape_what_if
@@ -89,9 +90,16 @@ def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tu
     raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
 
 
+WHAT_IF_FIELDS = ("yaml", "template", "count", "node", "node_selector", "namespace")
+# A result link carries the claim text in its query; longer texts get no link.
+MAX_SHARED_YAML = 8 * 1024
+
+
 @read_access
 def what_if(request: HttpRequest) -> HttpResponse:
+    """The what-if form; a POST runs it, and so does a GET carrying the form (a shared link)."""
 
+    form = request.POST if request.method == "POST" else request.GET
     context: dict[str, Any] = {
         "templates": list(
             ResourceClaimTemplate.objects.order_by("namespace", "name").values_list(
@@ -99,21 +107,17 @@ def what_if(request: HttpRequest) -> HttpResponse:
             )
         ),
         "max_count": MAX_COUNT,
-        "values": {
-            "yaml": request.POST.get("yaml", ""),
-            "template": request.POST.get("template", request.GET.get("template", "")),
-            "count": request.POST.get("count", "1"),
-            "node": request.POST.get("node", ""),
-            "node_selector": request.POST.get("node_selector", ""),
-            "namespace": request.POST.get("namespace", ""),
-        },
+        "values": {name: form.get(name, "1" if name == "count" else "") for name in WHAT_IF_FIELDS},
         "error": "",
         "result": None,
     }
-    if request.method == "POST":
+    shared = request.method == "GET" and bool(
+        request.GET.get("yaml", "").strip() or request.GET.get("run")
+    )
+    if request.method == "POST" or shared:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        context.update(run_what_if(request))
+        context.update(run_what_if(request, form))
     return render_page(
         request,
         template="console/what_if.html",
@@ -122,14 +126,27 @@ def what_if(request: HttpRequest) -> HttpResponse:
     )
 
 
-def run_what_if(request: HttpRequest) -> dict[str, Any]:
+def share_url(values: dict[str, str]) -> str:
+    """The what-if page URL whose GET re-runs this form, or "" when the claim is too long."""
+    if len(values.get("yaml", "")) > MAX_SHARED_YAML:
+        return ""
+    query = QueryDict(mutable=True)
+    for name in WHAT_IF_FIELDS:
+        value = values.get(name, "").strip() if name != "yaml" else values.get(name, "")
+        if value and not (name == "count" and value == "1"):
+            query[name] = value
+    query["run"] = "1"
+    return f"{reverse('what-if')}?{query.urlencode()}"
+
+
+def run_what_if(request: HttpRequest, form: QueryDict) -> dict[str, Any]:
     """Read the form, ask claims.whatif.service.what_if, and shape its answer for the templates."""
 
-    form = request.POST
+    upload = request.FILES.get("file") if request.method == "POST" else None
     try:
         source, label = read_claim_input(
             text=form.get("yaml", ""),
-            upload=request.FILES.get("file"),
+            upload=upload,
             template=form.get("template", ""),
         )
         answer = simulate(
@@ -141,4 +158,7 @@ def run_what_if(request: HttpRequest) -> dict[str, Any]:
         )
     except ValueError as exc:  # WhatIfError is a ValueError naming the field
         return {"error": str(exc)}
-    return {"result": shape_what_if(answer), "source": label}
+    values = {name: form.get(name, "") for name in WHAT_IF_FIELDS}
+    if upload is not None and isinstance(source, str):
+        values["yaml"] = source
+    return {"result": shape_what_if(answer), "source": label, "share_url": share_url(values)}

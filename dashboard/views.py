@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
+import yaml
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
 from django.db.models import Model, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
 PAGE_SIZE = 50
@@ -34,6 +35,20 @@ def read_access(view: View) -> View:
         return view(request, *args, **kwargs)
 
     return wrapped  # type: ignore[return-value]
+
+
+def object_yaml(raw: Any) -> str:
+    """The object as the API server sent it, in YAML (key order kept, as kubectl shows it)."""
+    return yaml.safe_dump(raw, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def yaml_download(request: HttpRequest, *, raw: Any, filename: str) -> HttpResponse | None:
+    """With `?download=yaml`, the object's YAML as a file; otherwise None (render the page)."""
+    if request.GET.get("download") != "yaml":
+        return None
+    response = HttpResponse(object_yaml(raw), content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
+    return response
 
 
 def fragment_url(request: HttpRequest, name: str) -> str:
@@ -69,6 +84,16 @@ def paginate(request: HttpRequest, items: QuerySet[Any] | list[Any]) -> Page[Any
     return Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
 
 
+def given_filters(request: HttpRequest) -> QueryDict:
+    """The query without empty values: a form's blank box or "any" choice means no filter."""
+    query = QueryDict(mutable=True)
+    for key, values in request.GET.lists():
+        kept = [value for value in values if value.strip()]
+        if kept:
+            query.setlist(key, kept)
+    return query
+
+
 def apply_filters(
     request: HttpRequest, filterset_class: type[Any], queryset: QuerySet[Any]
 ) -> tuple[QuerySet[Any], dict[str, str], list[str]]:
@@ -77,7 +102,7 @@ def apply_filters(
     Returns the rows, the raw parameter values for the form, and error messages that name
     the parameter.
     """
-    filterset = filterset_class(request.GET, queryset=queryset, request=request)
+    filterset = filterset_class(given_filters(request), queryset=queryset, request=request)
     params = {name: request.GET.get(name, "").strip() for name in filterset.filters}
     if filterset.is_valid():
         try:
@@ -95,6 +120,23 @@ def apply_filters(
     return queryset.none(), params, errors
 
 
+def apply_ordering(
+    request: HttpRequest, items: QuerySet[Any], columns: Mapping[str, str]
+) -> tuple[QuerySet[Any], list[str]]:
+    """Sort by `?ordering=<column>` or `-<column>` (descending); `columns` maps the column names
+    a page offers to the fields they sort by. Anything else is an error naming the parameter."""
+    wanted = request.GET.get("ordering", "").strip()
+    if not wanted:
+        return items, []
+    column = wanted.removeprefix("-")
+    if column not in columns:
+        offered = ", ".join(sorted(columns)) or "none"
+        return items.none(), [f"ordering: cannot sort by {wanted!r}; columns: {offered}"]
+    field = columns[column]
+    # pk last: rows with equal values keep one order from page to page.
+    return items.order_by(f"-{field}" if wanted.startswith("-") else field, "pk"), []
+
+
 def distinct_values(model: type[Model], field: str) -> list[str]:
     """The distinct values of one column, sorted: the choices of a list page's filter."""
     return list(model.objects.order_by(field).values_list(field, flat=True).distinct())
@@ -110,13 +152,17 @@ def list_page(
     live: Iterable[str],
     rows: Callable[[Sequence[Any]], list[Any]] | None = None,
     context: Mapping[str, Any] | None = None,
+    ordering: Mapping[str, str] | None = None,
 ) -> HttpResponse:
     """The skeleton of a filtered, paginated list page with one live `table` fragment.
 
     `rows` turns the page's objects into what the table iterates (`rows` in the context);
-    `context` adds the page's own values (filter choices, tab counts).
+    `context` adds the page's own values (filter choices, tab counts); `ordering` names the
+    sortable columns (see `apply_ordering`).
     """
     items, params, errors = apply_filters(request, filterset, queryset)
+    if not errors:
+        items, errors = apply_ordering(request, items, ordering or {})
     page = paginate(request, items)
     values: dict[str, Any] = {"page_obj": page, "params": params, "errors": errors}
     if rows is not None:

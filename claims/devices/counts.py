@@ -42,6 +42,17 @@ CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
 COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "blocked", "unhealthy", "free")
 
 
+def available_count(counts: dict[str, int]) -> int:
+    """Devices a new claim could get now: not held, not tainted, not blocked by counters.
+
+    The parts of a device count are then disjoint: total = allocated + tainted + blocked +
+    available. `free` (total - allocated - tainted) keeps its API meaning and includes blocked;
+    admin (held by admin access only, which takes nothing) is part of available, and unhealthy
+    overlaps the others.
+    """
+    return max(0, counts.get("free", 0) - counts.get("blocked", 0))
+
+
 def _pool_count(condition: Q) -> Coalesce:
     devices = Device.objects.filter(condition, pool=OuterRef("pk"), current=True)
     counted = devices.order_by().values("pool").annotate(n=Count("pk")).values("n")

@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Count, Q
 
 from claims.allocator.pools import NodeInfo, NodeSelector
+from claims.devices.counts import available_count
 from claims.devices.states import annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usages, counter_usage
 from claims.models import AllocatedDevice
@@ -130,6 +131,7 @@ def grid_counts(grid: list[dict[str, Any]]) -> dict[str, int]:
         "unhealthy": sum(d.unhealthy for d in devices),
     }
     counts["free"] = counts["total"] - counts["allocated"] - counts["tainted"]
+    counts["available"] = available_count(counts)
     return counts
 
 

@@ -131,7 +131,7 @@ def test_node_list_counts_reachable_and_free_devices(demo, viewer_client: Client
 def test_quota_page_shows_device_class_lines(demo, viewer_client: Client) -> None:
     """Every device-class quota key of the demo quotas appears with used and hard values."""
     response = viewer_client.get(reverse("quota-list"))
-    lines = [line for _quota, rows in response.context["rows"] for line in rows]
+    lines = [line for _quota, rows, _others in response.context["rows"] for line in rows]
     assert lines
     for line in lines:
         assert line["key"].endswith(".deviceclass.resource.k8s.io/devices")

@@ -1,0 +1,88 @@
+"""Which ResourceClaimTemplate a generated ResourceClaim was made from.
+
+The claim carries the annotation `resource.kubernetes.io/pod-claim-name`: the name of the
+*pod's* `spec.resourceClaims[]` entry, not of a template. The template is named by that entry's
+`resourceClaimTemplateName`, so the link goes through the owning pod (stored, with its
+`resource_claims` column).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from claims.models import Pod, ResourceClaim
+
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+
+
+def pod_claim_name(obj: Mapping[str, Any] | None) -> str:
+    """The pod's claim entry name a generated claim carries in its annotations, or ""."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(POD_CLAIM_NAME) or "")
+
+
+def template_of_entry(resource_claims: Sequence[Mapping[str, Any]], entry: str) -> str:
+    """The `resourceClaimTemplateName` of the pod's `resourceClaims` entry named `entry`."""
+    for item in resource_claims or []:
+        if isinstance(item, Mapping) and item.get("name") == entry:
+            return str(item.get("resourceClaimTemplateName") or "")
+    return ""
+
+
+def template_names(claims: Iterable[ResourceClaim]) -> dict[int, str]:
+    """claim pk → template name, through each claim's owning pod (one query for all pods)."""
+    claims = [c for c in claims if c.owner_pod and pod_claim_name(c.obj)]
+    if not claims:
+        return {}
+    namespaces = {c.namespace for c in claims}
+    names = {c.owner_pod for c in claims}
+    pods = {
+        (namespace, name): resource_claims
+        for namespace, name, resource_claims in Pod.objects.filter(
+            namespace__in=namespaces, name__in=names
+        ).values_list("namespace", "name", "resource_claims")
+    }
+    found = {}
+    for claim in claims:
+        resource_claims = pods.get((claim.namespace, claim.owner_pod))
+        if resource_claims is not None:
+            found[claim.pk] = template_of_entry(resource_claims, pod_claim_name(claim.obj))
+    return found
+
+
+def link_templates(claims: Iterable[ResourceClaim]) -> int:
+    """Store each claim's template name in its `template_name` column; how many changed.
+
+    Claims whose pod is not stored yet keep "" until the pod arrives (the pod sync calls this
+    for the claims it owns).
+    """
+    claims = list(claims)
+    names = template_names(claims)
+    changed = []
+    for claim in claims:
+        wanted = names.get(claim.pk, "")
+        if claim.template_name != wanted:
+            claim.template_name = wanted
+            changed.append(claim)
+    if changed:
+        ResourceClaim.objects.bulk_update(changed, ["template_name"], batch_size=500)
+    return len(changed)
+
+
+def link_claims_of_pods(pods: Iterable[tuple[str, str]]) -> int:
+    """Re-link the claims owned by these (namespace, name) pods, after the pods changed."""
+    pods = list(pods)
+    if not pods:
+        return 0
+    namespaces = {namespace for namespace, _ in pods}
+    names = {name for _, name in pods}
+    wanted = set(pods)
+    claims = [
+        claim
+        for claim in ResourceClaim.objects.filter(
+            namespace__in=namespaces, owner_pod__in=names
+        ).only("pk", "namespace", "owner_pod", "template_name", "obj")
+        if (claim.namespace, claim.owner_pod) in wanted
+    ]
+    return link_templates(claims)

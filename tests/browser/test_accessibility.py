@@ -1,0 +1,128 @@
+"""Accessibility and small screens: axe-core finds nothing serious on any page, and no page
+scrolls sideways at 390 px."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import LiveServer
+from tests.browser.site import every_page
+from tests.paths import ROOT
+
+pytestmark = pytest.mark.browser
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+PHONE = {"width": 390, "height": 844}
+
+
+def axe_violations(page: Any) -> list[dict[str, Any]]:
+    """Serious and critical axe-core violations of the page as loaded."""
+    assert AXE.exists(), f"{AXE} is missing: run bin/test, which installs axe-core with npm"
+    # Evaluated through the DevTools protocol: the pages' CSP forbids inline script tags.
+    page.evaluate(AXE.read_text())
+    found = page.evaluate(
+        """async () => {
+          const result = await axe.run(document, {resultTypes: ['violations']});
+          return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+            nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
+        }"""
+    )
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def test_no_serious_accessibility_violation_on_any_page(
+    page: Any, live_server_url: LiveServer
+) -> None:
+    """axe-core reports no serious or critical violation on any page, wide or narrow."""
+    base = live_server_url.url
+    pages = every_page(page, base)
+    problems = {}
+    for size in ({"width": 1440, "height": 1000}, PHONE):
+        page.set_viewport_size(size)
+        for name, path in pages.items():
+            page.goto(base + path)
+            found = axe_violations(page)
+            if found:
+                problems[f"{name} @{size['width']}"] = found
+    assert problems == {}, json.dumps(problems, indent=1)
+
+
+def test_no_page_scrolls_sideways_on_a_phone(page: Any, live_server_url: LiveServer) -> None:
+    """At 390 px every page fits its width; wide tables scroll inside their own box."""
+    base = live_server_url.url
+    pages = every_page(page, base)
+    page.set_viewport_size(PHONE)
+    wide = {}
+    for name, path in pages.items():
+        page.goto(base + path)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > PHONE["width"]:
+            wide[name] = width
+    assert wide == {}
+
+
+def test_navigation_marks_the_current_page(page: Any, live_server_url: LiveServer) -> None:
+    """The nav link of the current section carries aria-current, and the skip link works."""
+    page.goto(live_server_url.url + "/claims/")
+    current = page.locator("nav a[aria-current=page]")
+    assert current.count() == 1 and current.inner_text().strip() == "Claims"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "content"
+
+
+def test_device_tiles_have_names_and_shared_differs_by_more_than_colour(
+    page: Any, live_server_url: LiveServer
+) -> None:
+    """Every device tile has an accessible name, and allocated and shared tiles show a glyph."""
+    base = live_server_url.url
+    page.goto(base + "/pools/")
+    from tests.browser.site import first_link
+
+    page.goto(base + first_link(page, r"/pools/\d+/"))
+    unnamed = page.eval_on_selector_all(
+        ".dev", "els => els.filter(e => !(e.getAttribute('aria-label') || '').trim()).length"
+    )
+    assert page.locator(".dev").count() > 0 and unnamed == 0
+    glyphs = page.evaluate(
+        """() => ['allocated', 'shared'].map(state => {
+          const probe = document.createElement('a');
+          probe.className = 'dev ' + state;
+          document.body.appendChild(probe);
+          const glyph = getComputedStyle(probe, '::after').content;
+          probe.remove();
+          return glyph;
+        })"""
+    )
+    assert all(g not in ("none", "normal", "") for g in glyphs) and glyphs[0] != glyphs[1]
+    free = page.locator(".dev.free").first
+    border = free.evaluate("e => getComputedStyle(e).borderTopColor")
+    panel = free.evaluate("e => getComputedStyle(e.closest('.card')).backgroundColor")
+    assert contrast(border, panel) >= 3.0, (border, panel)
+
+
+def _luminance(css: str) -> float:
+    red, green, blue = (int(v) / 255 for v in re.findall(r"\d+", css)[:3])
+    linear = [
+        c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (red, green, blue)
+    ]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG contrast ratio of two CSS rgb() colours."""
+    high, low = sorted((_luminance(first), _luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_relative_times_tick(page: Any, live_server_url: LiveServer) -> None:
+    """Ages are rendered by the page's script from the time stamp, in words."""
+    page.goto(live_server_url.url + "/pods/")
+    first = page.locator("time.ago").first
+    assert first.get_attribute("datetime")
+    assert first.inner_text().endswith("ago") or first.inner_text() == "just now"

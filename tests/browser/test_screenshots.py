@@ -1,0 +1,58 @@
+"""Screenshots of every page at 1440 px and 390 px into docs/screenshots/ (bin/screenshots)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import LiveServer
+from tests.browser.site import every_page
+from tests.paths import ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.screenshots]
+
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+WIDTHS = {"desktop": {"width": 1440, "height": 1000}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.mark.parametrize("device", sorted(WIDTHS))
+def test_screenshot_every_page(page: Any, live_server_url: LiveServer, device: str) -> None:
+    """Every page renders and is saved as `<page>-<device>.png`."""
+    base = live_server_url.url
+    pages = every_page(page, base)
+    page.set_viewport_size(WIDTHS[device])
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for name, path in pages.items():
+        page.goto(base + path)
+        page.wait_for_load_state("networkidle")
+        target = SCREENSHOTS / f"{name}-{device}.png"
+        page.screenshot(path=str(target), full_page=True)
+        assert target.stat().st_size > 0
+
+
+COPIES = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: training, namespace: team-a}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+"""
+
+
+@pytest.mark.parametrize("device", sorted(WIDTHS))
+def test_screenshot_a_what_if_with_copies(
+    page: Any, live_server_url: LiveServer, device: str
+) -> None:
+    """A shared what-if link with 10,000 copies shows copies per node and their devices."""
+    from urllib.parse import urlencode
+
+    page.set_viewport_size(WIDTHS[device])
+    query = urlencode({"yaml": COPIES, "count": "10000", "run": "1"})
+    page.goto(f"{live_server_url.url}/what-if/?{query}")
+    assert "of the 10,000 asked" in page.locator("#what-if-copies").inner_text()
+    assert page.locator("#what-if-nodes tbody tr td.mono div").count() >= 1
+    assert page.locator("#what-if-share").get_attribute("href").startswith("/what-if/?")
+    page.screenshot(path=str(SCREENSHOTS / f"what-if-copies-{device}.png"), full_page=True)
