@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
@@ -397,6 +398,15 @@ def list_items(value: Any) -> Iterator[tuple[str, Any]]:
         if isinstance(entry, Mapping) and "kind" not in entry and kind != "List":
             entry = {"apiVersion": value.get("apiVersion"), "kind": kind[:-4], **entry}
         yield f"items[{index}]", entry
+
+
+IMPORTED_UID_NAMESPACE = uuid.UUID("6f1c3f0e-2b8a-5d7e-9c41-8a7d2e5b0c13")
+"""uuid5 namespace of the uids given to hand-written objects that have none."""
+
+
+def stable_uid(*, kind: str, namespace: str, name: str) -> str:
+    """A uid for an object written without one, the same on every import of it."""
+    return str(uuid.uuid5(IMPORTED_UID_NAMESPACE, f"{kind}/{namespace}/{name}"))
 
 
 def dump_yaml(data: Any, stream: IO[str] | None = None, **options: Any) -> str | None:
