@@ -128,7 +128,7 @@ def parse_texts(
                 continue
             item = with_uid(item)
             try:
-                obj = normalize(item)
+                obj = normalize(item, validate=True)
             except NormalizeError as exc:
                 errors.append(f"{where}: {exc}")
                 continue

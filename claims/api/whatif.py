@@ -21,6 +21,8 @@ from rest_framework.views import APIView
 
 from claims.services import WhatIfError, what_if
 from claims.tasks import REQUEST_KEYS, create_job, get_job
+from claims.whatif.inputs import INPUT_LIMITS
+from inventory.kube.documents import DocumentError, decode
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 
@@ -31,8 +33,14 @@ class YAMLTextParser(BaseParser):
     media_type = "application/yaml"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        data = stream.read() if stream is not None else b""
-        return {"yaml": data.decode("utf-8", "replace") if isinstance(data, bytes) else data}
+        # One byte past the limit is enough to refuse; invalid UTF-8 is refused, not replaced.
+        data = stream.read(INPUT_LIMITS.max_bytes + 1) if stream is not None else b""
+        if not isinstance(data, bytes):
+            return {"yaml": data}
+        try:
+            return {"yaml": decode(data, limits=INPUT_LIMITS)}
+        except DocumentError as exc:
+            raise WhatIfError("yaml", str(exc)) from exc
 
 
 class TextYAMLParser(YAMLTextParser):

@@ -177,7 +177,7 @@ def load_documents(
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             json_error = exc
         else:
-            _check_json(value, source=source, limits=limits)
+            check_value(value, source=source, limits=limits)
             if value is not None:
                 yield Document(1, text.count("\n", 0, len(text) - len(stripped)) + 1, value)
             return
@@ -205,8 +205,8 @@ def _json_problem(exc: Exception, *, source: str, limits: Limits) -> DocumentErr
     return DocumentError(f"invalid JSON: {exc}", source=source)
 
 
-def _check_json(value: Any, *, source: str, limits: Limits) -> None:
-    """Depth, size and string checks the JSON parser does not make."""
+def check_value(value: Any, *, source: str = "", limits: Limits = DEFAULT_LIMITS) -> None:
+    """Depth, size and string checks for JSON parsed elsewhere (or objects handed over)."""
     stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     nodes = 0
     while stack:

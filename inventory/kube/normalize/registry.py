@@ -141,12 +141,21 @@ def _check(obj: Mapping[str, Any], *, kind: str, entry: _Entry, ctx: Context) ->
 
 
 def normalize(
-    obj: Mapping[str, Any], *, api_version: str | None = None, kind: str | None = None
+    obj: Mapping[str, Any],
+    *,
+    api_version: str | None = None,
+    kind: str | None = None,
+    validate: bool = False,
 ) -> dict[str, Any]:
     """Check one object as the API server sent it and return a new dict in the internal v1 shape.
 
     `api_version` and `kind` stand in when the object lacks them, as items of a list response do.
     Fields this code does not know are kept. Raises NormalizeError naming the object and field.
+
+    `validate` adds the API server's create-time validation (names, limits, CEL, one-of rules;
+    see `validation`) for objects a user wrote or imported. Objects the API server sent were
+    validated when stored, possibly under older rules that it still honours for them, so the
+    sync leaves it off, as the API server itself does not re-check stored objects.
     """
     if not isinstance(obj, Mapping):
         raise NormalizeError(
@@ -170,7 +179,8 @@ def normalize(
         return ctx.error(served_path(path, api_version=found_version, kind=found_kind), reason)
 
     check_semantics(result, fail=fail)
-    _validate(result, api_version=found_version, fail=fail)
+    if validate:
+        _validate(result, api_version=found_version, fail=fail)
     return result
 
 

@@ -179,9 +179,8 @@ def validate_slice(spec: Any, *, fail: Fail, v1: bool) -> None:
         )
     devices = spec.get("devices")
     counter_sets = spec.get("sharedCounters")
-    # Upstream refuses this for every version since partitionable devices moved counter sets
-    # into slices of their own (1.34); 1.33 allowed both while the feature was alpha.
-    if devices is not None and counter_sets is not None:
+    # Since 1.34 counter sets live in slices of their own; 1.33's betas allowed both in one.
+    if v1 and devices is not None and counter_sets is not None:
         raise fail("spec", "only one of `sharedCounters` or `devices` is allowed")
     indexed = dicts(devices)
     advanced = any(

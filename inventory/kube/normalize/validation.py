@@ -6,10 +6,14 @@ v1 paths back into the served version's (`requests[0].exactly.count` is `request
 v1beta1, `devices[0].attributes` is `devices[0].basic.attributes`), so a message names the
 field as the user wrote it. Unlike the API server, the first error wins.
 
-Rules tied to one API version: the counter limits of 1.34's partitionable devices apply to v1
-only; objects converted from classic v1alpha2 only get the ObjectMeta checks (and Pods their
-claim references), their DRA fields being driver-defined. CEL selectors are compiled with the
-allocator's CEL adapter, so an expression it cannot run is refused up front.
+Rules tied to one API version: `sharedCounters` and `devices` exclude each other, and the
+counter limits of 1.34's partitionable devices apply, in v1 only (1.33's betas allowed both).
+Objects converted from classic v1alpha2, and core kinds, get the ObjectMeta checks (and Pods
+their claim references); classic DRA fields are driver-defined. CEL selectors are compiled with
+the allocator's CEL adapter, so an expression it cannot run is refused up front.
+
+Only `normalize(..., validate=True)` runs these: for what users write or import, not for what
+the API server sends (it does not re-validate stored objects either).
 """
 
 from __future__ import annotations
