@@ -166,9 +166,17 @@ def _size(count: int) -> str:
 
 
 def load_documents(
-    data: str | bytes, *, source: str = "", limits: Limits = DEFAULT_LIMITS
+    data: str | bytes,
+    *,
+    source: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    loader_class: Any = None,
 ) -> Iterator[Document]:
-    """Yield the non-empty documents of a JSON value or YAML stream, one at a time."""
+    """Yield the non-empty documents of a JSON value or YAML stream, one at a time.
+
+    `loader_class` picks the YAML parser: libyaml's when PyYAML has it, else `PurePythonLoader`.
+    """
+    loader_class = loader_class or _Loader
     text = decode(data, source=source, limits=limits)
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
@@ -183,12 +191,14 @@ def load_documents(
             return
         # Flow-style YAML (`{a: 1}`) starts the same way; only when YAML fails too is it an error.
         try:
-            documents = list(_load_yaml(text, source=source, limits=limits))
+            documents = list(
+                _load_yaml(text, source=source, limits=limits, loader_class=loader_class)
+            )
         except DocumentError:
             raise _json_problem(json_error, source=source, limits=limits) from json_error
         yield from documents
         return
-    yield from _load_yaml(text, source=source, limits=limits)
+    yield from _load_yaml(text, source=source, limits=limits, loader_class=loader_class)
 
 
 def _reject_constant(name: str) -> Any:
@@ -242,8 +252,10 @@ class _Loader(_Parser):  # type: ignore[misc]
     composer (unbounded recursion) nor PyYAML's (aliases) ever runs.
     """
 
+    parser: Any = _Parser
+
     def __init__(self, text: str, *, source: str, limits: Limits) -> None:
-        super().__init__(text)
+        self.parser.__init__(self, text)
         self.source = source
         self.limits = limits
         self.nodes = 0
@@ -347,8 +359,22 @@ class _Loader(_Parser):  # type: ignore[misc]
         return str(tag)
 
 
-def _load_yaml(text: str, *, source: str, limits: Limits) -> Iterator[Document]:
-    loader = _Loader(text, source=source, limits=limits)
+# The same composer over PyYAML's pure-Python parser, as used where libyaml is missing.
+PurePythonLoader: Any = type(
+    "PurePythonLoader",
+    (yaml.SafeLoader,),
+    {
+        **{k: v for k, v in vars(_Loader).items() if not k.startswith("__")},
+        "__init__": _Loader.__init__,
+        "parser": yaml.SafeLoader,
+    },
+)
+
+
+def _load_yaml(
+    text: str, *, source: str, limits: Limits, loader_class: Any = _Loader
+) -> Iterator[Document]:
+    loader = loader_class(text, source=source, limits=limits)
     try:
         while loader.check_data():
             value = loader.get_data()
