@@ -77,3 +77,25 @@ def test_field_of_a_validation_error_names_document_and_path(demo, api) -> None:
     """A refused field is reported with its document and path, as the user wrote it."""
     response = api.post(URL, {"yaml": _all_with_count()}, format="json")
     assert response.json()["field"] == "yaml: document 1: spec.devices.requests[0].exactly.count"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [URL, URL + "jobs/"], ids=["answer", "job"])
+def test_deeply_nested_json_body_is_a_400(demo, api, url) -> None:
+    """A JSON body nested past the bound is refused naming `body`, on both endpoints."""
+    body = '{"yaml": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    response = api.generic("POST", url, body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json() == {"field": "body", "detail": "nested deeper than 64 levels"}
+
+
+@pytest.mark.django_db
+def test_nested_query_option_is_a_400(demo, api) -> None:
+    """A JSON option in the query string is parsed with the same bounds."""
+    assume = "[" * 2000 + "]" * 2000
+    response = api.generic(
+        "POST", URL + f"?assume={assume}", claim_yaml(), content_type="application/yaml"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "assume"
+    assert "nested deeper than 64 levels" in response.json()["detail"]
