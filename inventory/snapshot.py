@@ -3,6 +3,11 @@
 Import is all or nothing: every document is parsed and normalized first, and one bad field
 anywhere aborts the import with a message naming the file, document and field, before anything
 is written. A full import replaces the kinds it covers; `merge` only adds and updates.
+
+Files go through `inventory.kube.documents` (size, depth and value bounds, no YAML aliases,
+UTF-8 only) one document at a time, and every object through the API server's validation
+(`normalize(..., validate=True)`): a hand-edited snapshot cannot hold what a cluster could not.
+Hand-written objects without `metadata.uid` get one derived from kind, namespace and name.
 """
 
 from __future__ import annotations

@@ -216,32 +216,38 @@ def _json_problem(exc: Exception, *, source: str, limits: Limits) -> DocumentErr
 
 
 def check_value(value: Any, *, source: str = "", limits: Limits = DEFAULT_LIMITS) -> None:
-    """Depth, size and string checks for JSON parsed elsewhere (or objects handed over)."""
-    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    """Depth, size and string checks for JSON parsed elsewhere (or objects handed over).
+
+    Every reference is visited, so an object sharing one sub-object many times counts it each
+    time, as anything that later walks or copies it would.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
     nodes = 0
     while stack:
-        current, depth, path = stack.pop()
+        current, depth = stack.pop()
         nodes += 1
         if nodes > limits.max_nodes:
             raise DocumentError(f"more than {limits.max_nodes} values", source=source)
-        if isinstance(current, dict | list) and depth > limits.max_depth:
-            raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
-        if isinstance(current, dict):
+        if isinstance(current, str):
+            _check_text(current, source=source)
+        elif isinstance(current, Mapping):
+            if depth > limits.max_depth:
+                raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
             for key, entry in current.items():
-                _check_text(key, path=path, source=source)
-                stack.append((entry, depth + 1, f"{path}.{key}" if path else key))
-        elif isinstance(current, list):
-            stack.extend((entry, depth + 1, f"{path}[{i}]") for i, entry in enumerate(current))
-        elif isinstance(current, str):
-            _check_text(current, path=path, source=source)
+                if isinstance(key, str):
+                    _check_text(key, source=source)
+                stack.append((entry, depth + 1))
+        elif isinstance(current, list | tuple):
+            if depth > limits.max_depth:
+                raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
+            stack.extend((entry, depth + 1) for entry in current)
 
 
-def _check_text(text: str, *, path: str, source: str) -> None:
+def _check_text(text: str, *, source: str) -> None:
     found = _SURROGATE.search(text)
     if found:
-        where = f" at {path}" if path else ""
         raise DocumentError(
-            f"not valid Unicode{where}: lone surrogate U+{ord(found.group()):04X}", source=source
+            f"not valid Unicode: lone surrogate U+{ord(found.group()):04X}", source=source
         )
 
 

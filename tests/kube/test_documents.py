@@ -210,8 +210,13 @@ def test_check_value_bounds_objects_handed_over() -> None:
     with pytest.raises(DocumentError, match="nested deeper"):
         check_value(nested)
     with pytest.raises(DocumentError, match="lone surrogate"):
-        check_value({"a": ["\udfff"]})
-    check_value({"a": [{"b": "ok"}]})
+        check_value({"a": ("\udfff",)})
+    shared: Any = ["x"]
+    for _ in range(40):
+        shared = [shared, shared]
+    with pytest.raises(DocumentError, match="more than 1000 values"):
+        check_value(shared, limits=Limits(max_nodes=1000))
+    check_value({"a": [{"b": "ok"}], 1: None})
 
 
 def test_list_items_expands_lists() -> None:
