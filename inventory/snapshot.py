@@ -3,6 +3,11 @@
 Import is all or nothing: every document is parsed and normalized first, and one bad field
 anywhere aborts the import with a message naming the file, document and field, before anything
 is written. A full import replaces the kinds it covers; `merge` only adds and updates.
+
+Files go through `inventory.kube.documents` (size, depth and value bounds, no YAML aliases,
+UTF-8 only) one document at a time, and every object through the API server's validation
+(`normalize(..., validate=True)`): a hand-edited snapshot cannot hold what a cluster could not.
+Hand-written objects without `metadata.uid` get one derived from kind, namespace and name.
 """
 
 from __future__ import annotations
@@ -14,10 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
 from django.db import transaction
 
 from dashboard.gcpause import gc_paused
+from inventory.kube.documents import (
+    MAX_INPUT_BYTES,
+    DocumentError,
+    dump_yaml,
+    list_items,
+    load_documents,
+    stable_uid,
+)
 from inventory.kube.normalize import NormalizeError, normalize
 from inventory.sync import HANDLERS, BatchResult, replace_all, upsert_events
 
@@ -41,10 +53,12 @@ class ParsedObject:
 
 @dataclass
 class ImportReport:
-    """What an import did: objects per kind, ignored (untracked) kinds, and the sync counts."""
+    """What an import did: objects stored per kind, objects of tracked kinds not kept (Pods that
+    use no claim), ignored (untracked) kinds, and the sync counts."""
 
     objects: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)
+    not_stored: Counter[str] = field(default_factory=Counter)
     result: BatchResult = field(default_factory=BatchResult)
 
     def summary(self) -> str:
@@ -54,59 +68,51 @@ class ImportReport:
             f" ({self.result.upserted} written, {self.result.unchanged} unchanged,"
             f" {self.result.deleted} removed)"
         )
+        if self.not_stored:
+            dropped = ", ".join(
+                f"{count} {kind}" for kind, count in sorted(self.not_stored.items())
+            )
+            text += f"; not stored because the dashboard does not keep them: {dropped}"
         if self.ignored:
             ignored = ", ".join(f"{count} {kind}" for kind, count in sorted(self.ignored.items()))
             text += f"; ignored kinds the dashboard does not track: {ignored}"
         return text
 
 
-def _documents(name: str, text: str) -> Iterator[tuple[int, Any]]:
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            yield 1, json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SnapshotError(f"{name}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
-        except RecursionError as exc:
-            raise SnapshotError(f"{name}: nested too deeply") from exc
-        return
+def _objects(name: str, text: str | bytes) -> Iterator[tuple[str, Any]]:
+    """(where, object) for every object of one input, parsed one document at a time."""
     try:
-        for index, document in enumerate(yaml.safe_load_all(text), start=1):
-            if document is not None:
-                yield index, document
-    except RecursionError as exc:
-        raise SnapshotError(f"{name}: nested too deeply") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SnapshotError(f"{name}: invalid YAML{where}: {problem}") from exc
+        for document in load_documents(text, source=name):
+            where = f"{name} document {document.index}"
+            try:
+                for path, item in list_items(document.value):
+                    yield (f"{where} {path}" if path else where), item
+            except DocumentError as exc:
+                raise SnapshotError(f"{where}: {exc}") from exc
+    except DocumentError as exc:
+        raise SnapshotError(str(exc)) from exc
 
 
-def _items(document: Any, where: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(document, list):
-        for index, item in enumerate(document):
-            yield f"{where} item {index}", item
-        return
-    if not isinstance(document, Mapping):
-        raise SnapshotError(
-            f"{where}: expected a Kubernetes object or List, got {type(document).__name__}"
-        )
-    kind = document.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and "items" in document:
-        items = document.get("items") or []
-        if not isinstance(items, list):
-            raise SnapshotError(f"{where}: items: expected a list")
-        for index, item in enumerate(items):
-            # kubectl omits apiVersion/kind on items of typed lists (e.g. ResourceSliceList).
-            if isinstance(item, dict) and "kind" not in item and kind != "List":
-                item = {"apiVersion": document.get("apiVersion"), "kind": kind[:-4], **item}
-            yield f"{where} items[{index}]", item
-        return
-    yield where, document
+def with_uid(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`item`, with a stable uid when a hand-written manifest has none.
+
+    The uid is derived from kind, namespace and name, so importing the same file again updates
+    the same rows instead of adding new ones.
+    """
+    meta = item.get("metadata")
+    if not isinstance(meta, Mapping) or meta.get("uid") or not meta.get("name"):
+        return item
+    uid = stable_uid(
+        kind=str(item.get("kind") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta["name"]),
+    )
+    return {**item, "metadata": {**meta, "uid": uid}}
 
 
-def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> list[ParsedObject]:
+def parse_texts(
+    sources: Iterable[tuple[str, str | bytes]], report: ImportReport
+) -> list[ParsedObject]:
     """Parse and normalize every object; raise SnapshotError listing the first problems."""
 
     parsed: list[ParsedObject] = []
@@ -115,40 +121,44 @@ def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> lis
     first_seen: dict[tuple[str, str, str], str] = {}
     uids: dict[str, str] = {}
     for name, text in sources:
-        for doc_index, document in _documents(name, text):
-            for where, item in _items(document, f"{name} document {doc_index}"):
-                if not isinstance(item, Mapping):
-                    errors.append(f"{where}: expected an object, got {type(item).__name__}")
-                    continue
-                kind = item.get("kind")
-                if not isinstance(kind, str) or not kind:
-                    errors.append(f"{where}: kind: required")
-                    continue
-                if kind not in HANDLERS:
-                    report.ignored[kind] += 1
-                    continue
-                try:
-                    obj = normalize(item)
-                except NormalizeError as exc:
-                    errors.append(f"{where}: {exc}")
-                    continue
-                except RecursionError:
-                    errors.append(f"{where}: nested too deeply")
-                    continue
-                meta = obj["metadata"]
-                key = (obj["kind"], str(meta.get("namespace") or ""), str(meta["name"]))
-                uid = str(meta.get("uid") or "")
-                if key in first_seen or (uid and uid in uids):
-                    earlier = first_seen.get(key) or uids[uid]
-                    errors.append(
-                        f"{where}: {key[0]} {'/'.join(p for p in key[1:] if p)} "
-                        f"(uid {uid or '-'}) appears twice; also at {earlier}"
-                    )
-                    continue
-                first_seen[key] = where
-                if uid:
-                    uids[uid] = where
-                parsed.append(ParsedObject(where, dict(item), obj))
+        for where, item in _objects(name, text):
+            if not isinstance(item, Mapping):
+                errors.append(f"{where}: expected an object, got {type(item).__name__}")
+                continue
+            kind = item.get("kind")
+            if not isinstance(kind, str) or not kind:
+                errors.append(f"{where}: kind: required")
+                continue
+            if kind not in HANDLERS:
+                report.ignored[kind] += 1
+                continue
+            item = with_uid(item)
+            try:
+                obj = normalize(item, validate=True)
+            except NormalizeError as exc:
+                errors.append(f"{where}: {exc}")
+                continue
+            except RecursionError:
+                errors.append(f"{where}: nested too deeply")
+                continue
+            except (ValueError, TypeError, KeyError) as exc:
+                # A shape the checks above missed must still name the object, not crash.
+                errors.append(f"{where}: {type(exc).__name__}: {exc}")
+                continue
+            meta = obj["metadata"]
+            key = (obj["kind"], str(meta.get("namespace") or ""), str(meta["name"]))
+            uid = str(meta.get("uid") or "")
+            if key in first_seen or (uid and uid in uids):
+                earlier = first_seen.get(key) or uids[uid]
+                errors.append(
+                    f"{where}: {key[0]} {'/'.join(p for p in key[1:] if p)} "
+                    f"(uid {uid or '-'}) appears twice; also at {earlier}"
+                )
+                continue
+            first_seen[key] = where
+            if uid:
+                uids[uid] = where
+            parsed.append(ParsedObject(where, dict(item), obj))
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
@@ -158,7 +168,9 @@ def parse_texts(sources: Iterable[tuple[str, str]], report: ImportReport) -> lis
     return parsed
 
 
-def import_texts(sources: Iterable[tuple[str, str]], *, merge: bool = False) -> ImportReport:
+def import_texts(
+    sources: Iterable[tuple[str, str | bytes]], *, merge: bool = False
+) -> ImportReport:
     """Import objects from (name, text) pairs in one transaction."""
     report = ImportReport()
     # Parsing builds the whole snapshot in memory; collections walking it cost seconds.
@@ -172,12 +184,17 @@ def import_texts(sources: Iterable[tuple[str, str]], *, merge: bool = False) -> 
     with transaction.atomic():
         for kind in order:
             items = by_kind[kind]
-            report.objects[kind] = len(items)
             pairs = [(p.raw, p.obj) for p in items]
             if merge:
-                report.result.merge(upsert_events(kind, pairs))
+                batch = upsert_events(kind, pairs)
             else:
-                report.result.merge(replace_all(kind, pairs))
+                batch = replace_all(kind, pairs)
+            report.result.merge(batch)
+            # Count what was stored: a kind may keep some objects out (Pods without claims).
+            stored = batch.upserted + batch.unchanged
+            report.objects[kind] = stored
+            if len(items) - stored - len(batch.skipped) > 0:
+                report.not_stored[kind] = len(items) - stored - len(batch.skipped)
         if report.result.skipped:
             # Raising inside the transaction rolls back everything this import wrote.
             shown = "\n".join(f"  {e}" for e in report.result.skipped[:20])
@@ -190,12 +207,21 @@ def import_texts(sources: Iterable[tuple[str, str]], *, merge: bool = False) -> 
 
 def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportReport:
     """Import YAML/JSON files in one transaction; SnapshotError names an unreadable file."""
-    sources = []
+    sources: list[tuple[str, str | bytes]] = []
     for path in paths:
         path = Path(path)
         try:
-            sources.append((str(path), path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
+            # Refuse an oversized file before reading it; decoding errors come with a line.
+            if path.stat().st_size > MAX_INPUT_BYTES:
+                size = path.stat().st_size
+                raise DocumentError(
+                    f"file is {size} bytes, more than the limit of {MAX_INPUT_BYTES}",
+                    source=str(path),
+                )
+            sources.append((str(path), path.read_bytes()))
+        except DocumentError as exc:
+            raise SnapshotError(str(exc)) from exc
+        except OSError as exc:
             raise SnapshotError(f"{path}: cannot read: {exc}") from exc
     return import_texts(sources, merge=merge)
 
@@ -217,7 +243,7 @@ def write_snapshot(out: TextIO, *, fmt: str = "yaml") -> int:
         json.dump(document, out, indent=2, sort_keys=False)
         out.write("\n")
     elif fmt == "yaml":
-        yaml.safe_dump(document, out, sort_keys=False, default_flow_style=False)
+        dump_yaml(document, out)
     else:
         raise SnapshotError(f"unknown format {fmt!r} (yaml or json)")
     return len(objects)

@@ -21,10 +21,42 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from claims.tasks import create_job, get_job
-from claims.whatif.inputs import WhatIfError
+from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
 from claims.whatif.request import REQUEST_KEYS, run_request
+from inventory.kube.documents import DocumentError, Limits, check_value, decode
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
+
+
+# A JSON body carries the what-if text (escaped) plus options: room for that, not more.
+BODY_LIMITS = Limits(max_bytes=4 * INPUT_LIMITS.max_bytes, max_nodes=INPUT_LIMITS.max_nodes)
+
+
+def parse_json(data: bytes | str, *, field: str, limits: Limits = BODY_LIMITS) -> Any:
+    """JSON within bounds (size, depth, values, valid Unicode); a WhatIfError otherwise."""
+    try:
+        text = decode(data, limits=limits)
+        value = json.loads(text, parse_constant=_no_constant)
+        check_value(value, limits=limits)
+    except DocumentError as exc:
+        raise WhatIfError(field, str(exc)) from exc
+    except RecursionError as exc:
+        raise WhatIfError(field, f"nested deeper than {limits.max_depth} levels") from exc
+    except ValueError as exc:
+        raise WhatIfError(field, f"invalid JSON: {exc}") from exc
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class BoundedJSONParser(JSONParser):
+    """DRF's JSON parser with bounds: a hostile body is a 400 naming `body`, never a 500."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = stream.read(BODY_LIMITS.max_bytes + 1) if stream is not None else b""
+        return parse_json(data, field="body")
 
 
 class YAMLTextParser(BaseParser):
@@ -33,8 +65,14 @@ class YAMLTextParser(BaseParser):
     media_type = "application/yaml"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        data = stream.read() if stream is not None else b""
-        return {"yaml": data.decode("utf-8", "replace") if isinstance(data, bytes) else data}
+        # One byte past the limit is enough to refuse; invalid UTF-8 is refused, not replaced.
+        data = stream.read(INPUT_LIMITS.max_bytes + 1) if stream is not None else b""
+        if not isinstance(data, bytes):
+            return {"yaml": data}
+        try:
+            return {"yaml": decode(data, limits=INPUT_LIMITS)}
+        except DocumentError as exc:
+            raise WhatIfError("yaml", str(exc)) from exc
 
 
 class TextYAMLParser(YAMLTextParser):
@@ -115,10 +153,7 @@ def read_request(request: Request) -> dict[str, Any]:
         if out.get(key) is None and key in request.query_params:
             value: Any = request.query_params.get(key)
             if key in {"assume", "features"}:
-                try:
-                    value = json.loads(value)
-                except json.JSONDecodeError as exc:
-                    raise WhatIfError(key, f"invalid JSON in the query string: {exc}") from exc
+                value = parse_json(value, field=key)
             out[key] = value
     if out.get("yaml") in (None, ""):
         raise WhatIfError("yaml", "required: the claim, template or pod to try")
@@ -133,7 +168,13 @@ class WhatIfView(APIView):
     """Would this fit, where, with which devices, and if not, why? Changes nothing."""
 
     allow_post = True
-    parser_classes = [JSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser, PlainTextParser]
+    parser_classes = [
+        BoundedJSONParser,
+        YAMLTextParser,
+        TextYAMLParser,
+        XYAMLParser,
+        PlainTextParser,
+    ]
 
     @extend_schema(
         request=WhatIfRequestSerializer,

@@ -15,15 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from claims.allocator.cel import MAX_EXPRESSION_LENGTH, CELError, CELOptions, compile_selector
+from inventory.kube.documents import DocumentError, Limits, check_value, list_items
+from inventory.kube.documents import load_documents as parse_documents
 from inventory.kube.normalize import NormalizeError, normalize
 
 JSON = dict[str, Any]
 
 MAX_TEXT_BYTES = 512 * 1024
 MAX_DOCUMENTS = 64
+# What a pasted manifest may cost to parse; see inventory.kube.documents.
+INPUT_LIMITS = Limits(max_bytes=MAX_TEXT_BYTES, max_documents=MAX_DOCUMENTS, max_nodes=200_000)
 MAX_CLAIMS = 32
 MAX_REQUESTS_PER_CLAIM = 32
 DEFAULT_NAMESPACE = "default"
@@ -65,40 +67,27 @@ Lookup = Callable[[str, str, str], JSON | None]
 
 def load_documents(source: Any) -> list[Any]:
     """Text (YAML or JSON, several documents allowed) or already parsed objects -> documents."""
-    if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise WhatIfError("yaml", f"not UTF-8 text: {exc}") from exc
-    if isinstance(source, str):
-        if len(source.encode("utf-8", "replace")) > MAX_TEXT_BYTES:
-            raise WhatIfError("yaml", f"input is larger than {MAX_TEXT_BYTES // 1024} KiB")
-        if not source.strip():
+    if isinstance(source, bytes | str):
+        if not (source.strip() if isinstance(source, str) else source.strip()):
             raise WhatIfError("yaml", "no input: paste a ResourceClaim, template or Pod")
         try:
-            documents = [d for d in yaml.safe_load_all(source) if d is not None]
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise WhatIfError("yaml", f"invalid YAML{where}: {problem}") from exc
-        except RecursionError as exc:
-            raise WhatIfError("yaml", "invalid YAML: nested too deeply") from exc
-    elif isinstance(source, Mapping):
-        documents = [source]
-    elif isinstance(source, Sequence):
-        documents = list(source)
+            documents = [d.value for d in parse_documents(source, limits=INPUT_LIMITS)]
+        except DocumentError as exc:
+            raise WhatIfError("yaml", str(exc)) from exc
+    elif isinstance(source, Mapping | Sequence):
+        documents = [source] if isinstance(source, Mapping) else list(source)
+        try:
+            check_value(documents, limits=INPUT_LIMITS)
+        except DocumentError as exc:
+            raise WhatIfError("yaml", str(exc)) from exc
     else:
         raise WhatIfError("yaml", f"expected YAML text or objects, got {type(source).__name__}")
     expanded: list[Any] = []
     for document in documents:
-        if isinstance(document, Mapping) and document.get("kind") == "List":
-            items = document.get("items")
-            if not isinstance(items, list):
-                raise WhatIfError("yaml", "a List needs items")
-            expanded.extend(items)
-        else:
-            expanded.append(document)
+        try:
+            expanded.extend(item for _, item in list_items(document))
+        except DocumentError as exc:
+            raise WhatIfError("yaml", f"a List needs items: {exc}") from exc
     if not expanded:
         raise WhatIfError("yaml", "no input: paste a ResourceClaim, template or Pod")
     if len(expanded) > MAX_DOCUMENTS:
@@ -123,7 +112,7 @@ def _normalize(document: Mapping[str, Any], *, where: str, namespace: str) -> JS
         else:
             meta.setdefault("name", "what-if")
     try:
-        return normalize(obj)
+        return normalize(obj, validate=True)
     except NormalizeError as exc:
         raise WhatIfError(f"{where}: {exc.field}" if exc.field else where, exc.reason) from exc
     except (ValueError, TypeError, KeyError) as exc:

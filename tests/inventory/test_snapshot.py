@@ -91,7 +91,7 @@ def test_failed_import_keeps_what_was_stored(small_cluster):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("kind: [unclosed", "invalid YAML at line 1"),
+        ("kind: [unclosed", "input.yaml document 1 line 2: invalid YAML"),
         ('{"kind": ', "invalid JSON"),
         ("- 1\n- 2\n", "expected an object"),
         ("apiVersion: v1\nmetadata: {name: x}\n", "kind: required"),
@@ -167,7 +167,7 @@ def test_deeply_nested_input_is_an_error(db):
     # Deeper than any recursion limit in force (the allocator raises it once per process).
     depth = sys.getrecursionlimit() * 2
     text = "a: " + "[" * depth + "]" * depth + "\n"
-    with pytest.raises(SnapshotError, match="nested too deeply"):
+    with pytest.raises(SnapshotError, match="deep.yaml document 1 line 1: nested deeper than 64"):
         import_texts([("deep.yaml", text)])
 
 

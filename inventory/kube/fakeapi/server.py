@@ -18,8 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import yaml
-
+from inventory.kube.documents import dump_yaml
 from inventory.kube.fakeapi.faults import Fault, FaultKind, FaultPlan, Verb
 from inventory.kube.fakeapi.handler import FakeHttpServer
 from inventory.kube.fakeapi.resources import validate_versions
@@ -254,7 +253,7 @@ class FakeApiServer:
             raise RuntimeError("start the server before writing a kubeconfig: no port yet")
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        target.write_text(dump_yaml(self.kubeconfig()) or "")
         return target
 
     def _record_request(self, method: str, path: str, query: dict[str, str]) -> None:

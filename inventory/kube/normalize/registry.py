@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import classic, core, structured
+from . import classic, core, names, slices, structured, validation
 from .errors import Context, NormalizeError, describe
-from .schema import Obj, plain
+from .schema import Obj, TooLarge, plain
 from .semantics import check_semantics
 from .shapes import METADATA, TAINT_RULE, V1_KINDS, V1ALPHA3_KINDS, V1BETA1_KINDS
 
@@ -140,12 +141,21 @@ def _check(obj: Mapping[str, Any], *, kind: str, entry: _Entry, ctx: Context) ->
 
 
 def normalize(
-    obj: Mapping[str, Any], *, api_version: str | None = None, kind: str | None = None
+    obj: Mapping[str, Any],
+    *,
+    api_version: str | None = None,
+    kind: str | None = None,
+    validate: bool = False,
 ) -> dict[str, Any]:
     """Check one object as the API server sent it and return a new dict in the internal v1 shape.
 
     `api_version` and `kind` stand in when the object lacks them, as items of a list response do.
     Fields this code does not know are kept. Raises NormalizeError naming the object and field.
+
+    `validate` adds the API server's create-time validation (names, limits, CEL, one-of rules;
+    see `validation`) for objects a user wrote or imported. Objects the API server sent were
+    validated when stored, possibly under older rules that it still honours for them, so the
+    sync leaves it off, as the API server itself does not re-check stored objects.
     """
     if not isinstance(obj, Mapping):
         raise NormalizeError(
@@ -155,14 +165,99 @@ def normalize(
             field="",
             reason=f"expected a mapping, got {describe(obj)}",
         )
-    _, found_kind, entry, ctx = _lookup(obj, api_version=api_version, kind=kind)
+    found_version, found_kind, entry, ctx = _lookup(obj, api_version=api_version, kind=kind)
     _check(obj, kind=found_kind, entry=entry, ctx=ctx)
-    result: dict[str, Any] = plain(obj)
+    try:
+        result: dict[str, Any] = plain(obj)
+    except TooLarge as exc:
+        raise ctx.error(exc.path, exc.reason) from exc
     result["apiVersion"] = entry.internal_api_version
     result["kind"] = found_kind
     (entry.rewrite or _keep)(result, ctx)
-    check_semantics(result, fail=ctx.error)
+
+    def fail(path: str, reason: str) -> NormalizeError:
+        return ctx.error(served_path(path, api_version=found_version, kind=found_kind), reason)
+
+    check_semantics(result, fail=fail)
+    if validate:
+        _validate(result, api_version=found_version, fail=fail)
     return result
+
+
+_EXACTLY = re.compile(r"^(spec(?:\.spec)?\.devices\.requests\[\d+\])\.exactly(?=\.|$)")
+_BASIC = re.compile(r"^(spec\.devices\[\d+\])\.(?!name(?:$|\.))")
+_PLAIN_CAPACITY = re.compile(r"^(spec\.devices\[\d+\]\.basic\.capacity\[[^\]]*\])\.value$")
+
+
+def served_path(path: str, *, api_version: str, kind: str) -> str:
+    """A path in the v1 shape as the served version spells it (v1beta1's inline requests...)."""
+    if api_version not in (V1BETA1, V1ALPHA3):
+        return path
+    if kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        return _EXACTLY.sub(r"\1", path)
+    if kind == "ResourceSlice":
+        path = _BASIC.sub(r"\1.basic.", path)
+        if api_version == V1ALPHA3:
+            path = _PLAIN_CAPACITY.sub(r"\1", path)
+    return path
+
+
+def _validate(
+    obj: dict[str, Any], *, api_version: str, fail: Callable[[str, str], Exception]
+) -> None:
+    """The API server's checks of what the dashboard reads; see `validation`."""
+    kind = obj["kind"]
+    validation.validate_metadata(obj["metadata"], path="metadata", fail=fail, named=True)
+    spec = obj.get("spec")
+    if api_version in (V1ALPHA2, CORE_V1):
+        if kind == "Pod":
+            _validate_pod(spec, fail=fail)
+        elif kind == "Node":
+            for index, taint in validation.dicts(validation.mapping(spec).get("taints")):
+                validation.check_taint(
+                    taint,
+                    path=f"spec.taints[{index}]",
+                    fail=fail,
+                    effects=validation.NODE_TAINT_EFFECTS,
+                )
+        return
+    inline = api_version in (V1BETA1, V1ALPHA3)
+    if kind == "ResourceSlice":
+        slices.validate_slice(spec, fail=fail, v1=api_version == V1)
+    elif kind == "DeviceClass":
+        validation.validate_device_class(spec, fail=fail)
+    elif kind == "ResourceClaim":
+        validation.validate_claim_spec(spec, path="spec", fail=fail, inline=inline)
+    elif kind == "ResourceClaimTemplate":
+        template = validation.mapping(spec)
+        validation.validate_metadata(
+            validation.mapping(template.get("metadata")),
+            path="spec.metadata",
+            fail=fail,
+            named=False,
+        )
+        validation.validate_claim_spec(
+            template.get("spec"), path="spec.spec", fail=fail, inline=inline
+        )
+    elif kind == "DeviceTaintRule":
+        slices.validate_taint_rule(spec, fail=fail)
+
+
+def _validate_pod(spec: Any, *, fail: Callable[[str, str], Exception]) -> None:
+    for index, claim in validation.dicts(validation.mapping(spec).get("resourceClaims")):
+        where = f"spec.resourceClaims[{index}]"
+        validation.require_name(
+            claim.get("name"), names.dns1123_label, path=f"{where}.name", fail=fail
+        )
+        refs = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(k)]
+        if len(refs) != 1:
+            raise fail(
+                where,
+                "must specify exactly one of: `resourceClaimName`, `resourceClaimTemplateName`",
+            )
+        validation.require_name(
+            claim[refs[0]], names.dns1123_subdomain, path=f"{where}.{refs[0]}", fail=fail
+        )
 
 
 _SERVABLE = {

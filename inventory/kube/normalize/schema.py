@@ -59,11 +59,7 @@ class _Int(_Scalar):
 
     def fits(self, value: Any) -> bool:
         # bool is an int subclass in Python but never one in JSON; Kubernetes integers are int64.
-        return (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and -(2**63) <= value < 2**63
-        )
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 class _Bool(_Scalar):
@@ -166,10 +162,64 @@ def obj(*, required: tuple[str, ...] = (), **fields: Shape) -> Obj:
     return Obj(fields, frozenset(required))
 
 
-def plain(value: Any) -> Any:
-    """A deep copy made only of dicts, lists and scalars, so callers never share or mutate input."""
+MAX_DEPTH = 64
+"""Deepest nesting `plain` copies; API objects (managedFields included) stay well below 20."""
+MAX_NODES = 1_000_000
+"""Most values `plain` copies from one object: shared sub-objects must not multiply unseen."""
+
+
+class TooLarge(ValueError):
+    """An object nested too deeply or too large to copy; `path` says where."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.steps: list[str] = []
+
+    @property
+    def path(self) -> str:
+        """Path of the value that went over the bound, like `spec.devices[0].attributes`."""
+        return "".join(reversed(self.steps)).lstrip(".")
+
+
+def plain(value: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
+    """A deep copy made only of dicts, lists and scalars, so callers never share or mutate input.
+
+    Raises TooLarge past `max_depth` levels or `max_nodes` values: input handed over as Python
+    objects may share sub-objects (or contain itself), which a naive copy would multiply.
+    """
+    budget = [max_nodes]
+    return _plain(value, max_depth, budget, max_depth=max_depth, max_nodes=max_nodes)
+
+
+def _plain(value: Any, levels: int, budget: list[int], *, max_depth: int, max_nodes: int) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise TooLarge(f"more than {max_nodes} values")
     if isinstance(value, Mapping):
-        return {key: plain(entry) for key, entry in value.items()}
+        if levels <= 0:
+            raise TooLarge(f"nested deeper than {max_depth} levels")
+        copied: dict[Any, Any] = {}
+        for key, entry in value.items():
+            try:
+                copied[key] = _plain(
+                    entry, levels - 1, budget, max_depth=max_depth, max_nodes=max_nodes
+                )
+            except TooLarge as exc:
+                exc.steps.append(f".{key}")
+                raise
+        return copied
     if isinstance(value, list | tuple):
-        return [plain(entry) for entry in value]
+        if levels <= 0:
+            raise TooLarge(f"nested deeper than {max_depth} levels")
+        items: list[Any] = []
+        for index, entry in enumerate(value):
+            try:
+                items.append(
+                    _plain(entry, levels - 1, budget, max_depth=max_depth, max_nodes=max_nodes)
+                )
+            except TooLarge as exc:
+                exc.steps.append(f"[{index}]")
+                raise
+        return items
     return value

@@ -14,7 +14,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("files", nargs="+", help="YAML or JSON files")
         parser.add_argument(
-            "--merge", action="store_true",
+            "--merge",
+            action="store_true",
             help="only add and update; keep stored objects missing from the files",
         )
 

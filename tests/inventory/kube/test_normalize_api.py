@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from inventory.kube.normalize import SUPPORTED, NormalizeError, normalize, to_version
+from inventory.kube.normalize import SUPPORTED, NormalizeError, normalize, structured, to_version
 
 from . import expected
 
@@ -23,6 +23,7 @@ def _slice(**spec: Any) -> dict[str, Any]:
         "spec": {
             "driver": "gpu.example.com",
             "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
             **spec,
         },
     }
@@ -61,15 +62,19 @@ def test_object_type_wins_over_keywords() -> None:
 
 def test_zero_values_of_older_slices_are_left_out() -> None:
     """v1beta1's empty nodeName and false allNodes mean 'unset', which v1 omits."""
-    result = normalize(_slice(nodeName="", allNodes=False, nodeSelector={"nodeSelectorTerms": []}))
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "a", "operator": "Exists"}]}]}
+    result = normalize(_slice(nodeName="", allNodes=False, nodeSelector=selector))
     assert "nodeName" not in result["spec"]
     assert "allNodes" not in result["spec"]
-    assert result["spec"]["nodeSelector"] == {"nodeSelectorTerms": []}
+    assert result["spec"]["nodeSelector"] == selector
 
 
 def test_request_with_only_zero_inline_fields_has_no_exactly() -> None:
-    """Upstream sets `exactly` only if an inline field is non-zero; zeros are dropped."""
-    claim = {
+    """Upstream's conversion sets `exactly` only if an inline field is non-zero.
+
+    Such requests then fail validation (no class), so the conversion is exercised directly.
+    """
+    claim: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1beta1",
         "kind": "ResourceClaim",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
@@ -82,7 +87,8 @@ def test_request_with_only_zero_inline_fields_has_no_exactly() -> None:
             }
         },
     }
-    requests = normalize(claim)["spec"]["devices"]["requests"]
+    structured.claims_to_exactly(claim)
+    requests = claim["spec"]["devices"]["requests"]
     assert requests[0] == {"name": "a", "firstAvailable": []}
     assert requests[1] == {"name": "b", "exactly": {"deviceClassName": "", "selectors": []}}
 

@@ -1,0 +1,450 @@
+"""Text or bytes into JSON-shaped documents, with bounds: the one parser for user input.
+
+What-if input, snapshot import and anything else a user pastes or uploads goes through
+`load_documents`. It accepts what `kubectl` accepts (one JSON value, or a YAML stream of one or
+more documents, `kind: List` included) and refuses, with a `DocumentError` naming the source,
+the document and the line, whatever would let a few bytes cost a lot:
+
+- more than `Limits.max_bytes` of input (checked before parsing);
+- YAML anchors and aliases (a 600-byte "billion laughs" expands to gigabytes in any code that
+  walks the result; Kubernetes manifests do not need them);
+- nesting deeper than `Limits.max_depth`, or more than `Limits.max_nodes` values in all;
+- invalid UTF-8, lone surrogates, NaN/Infinity, duplicate mapping keys and YAML tags that have
+  no JSON meaning (binary, sets, ...). YAML timestamps stay strings, as Kubernetes reads them.
+
+YAML goes through libyaml's event parser when PyYAML has it (falling back to the pure-Python
+one); composing nodes happens here, so the limits apply before anything is built. libyaml's own
+composer recurses in C and crashes the process on deeply nested input, so it is never used.
+Each document is built and handed out in turn; a large snapshot is never held twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+import yaml
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""Default bound on the input size: a snapshot of a few thousand nodes fits comfortably."""
+MAX_DEPTH = 64
+"""Default bound on nesting; Kubernetes objects (managedFields included) stay well below 20."""
+MAX_NODES = 4_000_000
+"""Default bound on the number of values (scalars, lists, mappings) in one input, about 1 GB."""
+MAX_DOCUMENTS = 100_000
+"""Default bound on the number of documents in one YAML stream."""
+
+# CSafeLoader/CSafeDumper are PyYAML's libyaml bindings; absent when PyYAML was built without it.
+_Parser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_FINITE = re.compile(r"^[-+]?\.(inf|Inf|INF|nan|NaN|NAN)$")
+_STR_TAG = "tag:yaml.org,2002:str"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_SCALAR_TAGS = frozenset(
+    {
+        _STR_TAG,
+        _FLOAT_TAG,
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:null",
+    }
+)
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds for one input; the defaults suit snapshot files, what-if input passes smaller."""
+
+    max_bytes: int = MAX_INPUT_BYTES
+    max_depth: int = MAX_DEPTH
+    max_nodes: int = MAX_NODES
+    max_documents: int = MAX_DOCUMENTS
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class DocumentError(ValueError):
+    """Input that cannot be read; says where (source, document, line) and why."""
+
+    def __init__(
+        self, reason: str, *, source: str = "", document: int | None = None, line: int | None = None
+    ) -> None:
+        self.source = source
+        self.document = document
+        self.line = line
+        self.reason = reason
+        super().__init__(str(self))
+
+    @property
+    def where(self) -> str:
+        """`file.yaml document 2 line 14`, leaving out what is not known."""
+        parts = [self.source] if self.source else []
+        if self.document is not None:
+            parts.append(f"document {self.document}")
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        return " ".join(parts)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}" if self.where else self.reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.reason, self.source, self.document, self.line))
+
+
+def _rebuild(reason: str, source: str, document: int | None, line: int | None) -> DocumentError:
+    return DocumentError(reason, source=source, document=document, line=line)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document of the input: its 1-based position, the line it starts on, its value."""
+
+    index: int
+    line: int
+    value: Any
+
+
+def decode(data: str | bytes, *, source: str = "", limits: Limits = DEFAULT_LIMITS) -> str:
+    """Bytes (UTF-8, optional BOM) or text into text, within the size bound."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+        if len(raw) > limits.max_bytes:
+            raise DocumentError(_too_large(len(raw), limits), source=source)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise DocumentError(
+                f"not UTF-8 text: invalid byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+                source=source,
+                line=line,
+            ) from exc
+    elif isinstance(data, str):
+        text = data
+        # A character is at most 4 bytes: only encode when the cheap bound is not enough.
+        if len(text) > limits.max_bytes or (
+            len(text) * 4 > limits.max_bytes
+            and len(text.encode("utf-8", "replace")) > limits.max_bytes
+        ):
+            raise DocumentError(
+                _too_large(len(text.encode("utf-8", "replace")), limits), source=source
+            )
+        found = _SURROGATE.search(text)
+        if found:
+            line = text.count("\n", 0, found.start()) + 1
+            raise DocumentError(
+                f"not valid Unicode: lone surrogate U+{ord(found.group()):04X}",
+                source=source,
+                line=line,
+            )
+    else:
+        raise DocumentError(f"expected text, got {type(data).__name__}", source=source)
+    return text.removeprefix("\ufeff")
+
+
+def _too_large(size: int, limits: Limits) -> str:
+    return f"input is {_size(size)}, more than the limit of {_size(limits.max_bytes)}"
+
+
+def _size(count: int) -> str:
+    if count >= 1024 * 1024:
+        return f"{count / (1024 * 1024):.1f} MiB"
+    if count >= 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count} bytes"
+
+
+def load_documents(
+    data: str | bytes,
+    *,
+    source: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    loader_class: Any = None,
+) -> Iterator[Document]:
+    """Yield the non-empty documents of a JSON value or YAML stream, one at a time.
+
+    `loader_class` picks the YAML parser: libyaml's when PyYAML has it, else `PurePythonLoader`.
+    """
+    loader_class = loader_class or _Loader
+    text = decode(data, source=source, limits=limits)
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            value = json.loads(text, parse_constant=_reject_constant)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            json_error = exc
+        else:
+            check_value(value, source=source, limits=limits)
+            if value is not None:
+                yield Document(1, text.count("\n", 0, len(text) - len(stripped)) + 1, value)
+            return
+        # Flow-style YAML (`{a: 1}`) starts the same way; only when YAML fails too is it an error.
+        try:
+            documents = list(
+                _load_yaml(text, source=source, limits=limits, loader_class=loader_class)
+            )
+        except DocumentError:
+            raise _json_problem(json_error, source=source, limits=limits) from json_error
+        yield from documents
+        return
+    yield from _load_yaml(text, source=source, limits=limits, loader_class=loader_class)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_problem(exc: Exception, *, source: str, limits: Limits) -> DocumentError:
+    if isinstance(exc, json.JSONDecodeError):
+        return DocumentError(
+            f"invalid JSON at column {exc.colno}: {exc.msg}", source=source, line=exc.lineno
+        )
+    if isinstance(exc, RecursionError):
+        return DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
+    return DocumentError(f"invalid JSON: {exc}", source=source)
+
+
+def check_value(value: Any, *, source: str = "", limits: Limits = DEFAULT_LIMITS) -> None:
+    """Depth, size and string checks for JSON parsed elsewhere (or objects handed over).
+
+    Every reference is visited, so an object sharing one sub-object many times counts it each
+    time, as anything that later walks or copies it would.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        current, depth = stack.pop()
+        nodes += 1
+        if nodes > limits.max_nodes:
+            raise DocumentError(f"more than {limits.max_nodes} values", source=source)
+        if isinstance(current, str):
+            _check_text(current, source=source)
+        elif isinstance(current, Mapping):
+            if depth > limits.max_depth:
+                raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
+            for key, entry in current.items():
+                if isinstance(key, str):
+                    _check_text(key, source=source)
+                stack.append((entry, depth + 1))
+        elif isinstance(current, list | tuple):
+            if depth > limits.max_depth:
+                raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
+            stack.extend((entry, depth + 1) for entry in current)
+
+
+def _check_text(text: str, *, source: str) -> None:
+    found = _SURROGATE.search(text)
+    if found:
+        raise DocumentError(
+            f"not valid Unicode: lone surrogate U+{ord(found.group()):04X}", source=source
+        )
+
+
+class _Loader(_Parser):  # type: ignore[misc]
+    """libyaml's (or PyYAML's) event parser with a bounded composer of our own.
+
+    Replaces the composer's entry points (`check_node`, `get_node`), so neither libyaml's C
+    composer (unbounded recursion) nor PyYAML's (aliases) ever runs.
+    """
+
+    parser: Any = _Parser
+
+    def __init__(self, text: str, *, source: str, limits: Limits) -> None:
+        self.parser.__init__(self, text)
+        self.source = source
+        self.limits = limits
+        self.nodes = 0
+        self.document_index = 0
+        self.document_line = 0
+
+    def fail(self, reason: str, event: Any) -> DocumentError:
+        mark = getattr(event, "start_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        return DocumentError(reason, source=self.source, document=self.document_index, line=line)
+
+    def check_node(self) -> bool:
+        if self.check_event(yaml.StreamStartEvent):
+            self.get_event()
+        return not self.check_event(yaml.StreamEndEvent)
+
+    def get_node(self) -> Any:
+        if self.check_event(yaml.StreamEndEvent):
+            return None
+        start = self.get_event()
+        self.document_index += 1
+        if self.document_index > self.limits.max_documents:
+            raise self.fail(f"more than {self.limits.max_documents} documents", start)
+        self.document_line = start.start_mark.line + 1 if start.start_mark else 0
+        node = self._compose(depth=1)
+        self.get_event()
+        return node
+
+    def get_single_node(self) -> Any:
+        self.check_node()
+        return self.get_node()
+
+    def _compose(self, *, depth: int) -> Any:
+        event = self.get_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise self.fail(
+                f"YAML alias *{event.anchor} is not supported: write the value out", event
+            )
+        if getattr(event, "anchor", None) is not None:
+            raise self.fail(
+                f"YAML anchor &{event.anchor} is not supported: write the value out", event
+            )
+        self.nodes += 1
+        if self.nodes > self.limits.max_nodes:
+            raise self.fail(f"more than {self.limits.max_nodes} values", event)
+        if isinstance(event, yaml.ScalarEvent):
+            return self._scalar(event)
+        if depth > self.limits.max_depth:
+            raise self.fail(f"nested deeper than {self.limits.max_depth} levels", event)
+        if isinstance(event, yaml.SequenceStartEvent):
+            tag = self._collection_tag(event, yaml.SequenceNode, _SEQ_TAG)
+            items = []
+            while not self.check_event(yaml.SequenceEndEvent):
+                items.append(self._compose(depth=depth + 1))
+            end = self.get_event()
+            return yaml.SequenceNode(
+                tag, items, event.start_mark, end.end_mark, flow_style=event.flow_style
+            )
+        if isinstance(event, yaml.MappingStartEvent):
+            tag = self._collection_tag(event, yaml.MappingNode, _MAP_TAG)
+            pairs = []
+            seen: set[str] = set()
+            while not self.check_event(yaml.MappingEndEvent):
+                key_event = self.peek_event()
+                key = self._compose(depth=depth + 1)
+                if not isinstance(key, yaml.ScalarNode):
+                    raise self.fail("a mapping key must be a string", key_event)
+                # Kubernetes reads YAML as JSON: every key is a string (`1: a` has key "1").
+                key.tag = _STR_TAG
+                if key.value in seen:
+                    raise self.fail(f"duplicate key {key.value!r}", key_event)
+                seen.add(key.value)
+                pairs.append((key, self._compose(depth=depth + 1)))
+            end = self.get_event()
+            return yaml.MappingNode(
+                tag, pairs, event.start_mark, end.end_mark, flow_style=event.flow_style
+            )
+        raise self.fail(f"unexpected YAML event {type(event).__name__}", event)
+
+    def _scalar(self, event: Any) -> Any:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == _TIMESTAMP_TAG:
+            tag = _STR_TAG
+        if tag not in _SCALAR_TAGS:
+            raise self.fail(f"YAML tag {tag} has no JSON meaning", event)
+        if tag == _FLOAT_TAG and _NOT_FINITE.match(event.value):
+            raise self.fail(f"{event.value} is not a JSON number", event)
+        found = _SURROGATE.search(event.value)
+        if found:
+            raise self.fail(f"not valid Unicode: lone surrogate U+{ord(found.group()):04X}", event)
+        return yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+
+    def _collection_tag(self, event: Any, kind: type[Any], expected: str) -> str:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(kind, None, event.implicit)
+        if tag != expected:
+            raise self.fail(f"YAML tag {tag} has no JSON meaning", event)
+        return str(tag)
+
+
+# The same composer over PyYAML's pure-Python parser, as used where libyaml is missing.
+PurePythonLoader: Any = type(
+    "PurePythonLoader",
+    (yaml.SafeLoader,),
+    {
+        **{k: v for k, v in vars(_Loader).items() if not k.startswith("__")},
+        "__init__": _Loader.__init__,
+        "parser": yaml.SafeLoader,
+    },
+)
+
+
+def _load_yaml(
+    text: str, *, source: str, limits: Limits, loader_class: Any = _Loader
+) -> Iterator[Document]:
+    loader = loader_class(text, source=source, limits=limits)
+    try:
+        while loader.check_data():
+            value = loader.get_data()
+            if value is not None:
+                yield Document(loader.document_index, loader.document_line, value)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        column = f", column {mark.column + 1}" if mark is not None else ""
+        raise DocumentError(
+            f"invalid YAML{column}: {problem}",
+            source=source,
+            document=max(loader.document_index, 1),
+            line=mark.line + 1 if mark is not None else None,
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise DocumentError(
+            f"invalid YAML: {str(exc).splitlines()[0]}",
+            source=source,
+            document=max(loader.document_index, 1),
+        ) from exc
+    except RecursionError as exc:  # only reachable with a tiny recursion limit
+        raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source) from exc
+    finally:
+        loader.dispose()
+
+
+def list_items(value: Any) -> Iterator[tuple[str, Any]]:
+    """The objects of one document: a `List`/`<Kind>List`'s items, or the document itself.
+
+    Yields (path, object): `items[3]` for list items (typed lists such as ResourceSliceList
+    leave apiVersion and kind out of their items: they are filled in), "" for the document.
+    A bare JSON array of objects counts as a list too.
+    """
+    if isinstance(value, list):
+        for index, entry in enumerate(value):
+            yield f"[{index}]", entry
+        return
+    kind = value.get("kind") if isinstance(value, Mapping) else None
+    if not (isinstance(kind, str) and kind.endswith("List") and "items" in value):
+        yield "", value
+        return
+    items = value.get("items") or []
+    if not isinstance(items, list):
+        raise DocumentError(f"items: expected a list, got {type(items).__name__}")
+    for index, entry in enumerate(items):
+        if isinstance(entry, Mapping) and "kind" not in entry and kind != "List":
+            entry = {"apiVersion": value.get("apiVersion"), "kind": kind[:-4], **entry}
+        yield f"items[{index}]", entry
+
+
+IMPORTED_UID_NAMESPACE = uuid.UUID("6f1c3f0e-2b8a-5d7e-9c41-8a7d2e5b0c13")
+"""uuid5 namespace of the uids given to hand-written objects that have none."""
+
+
+def stable_uid(*, kind: str, namespace: str, name: str) -> str:
+    """A uid for an object written without one, the same on every import of it."""
+    return str(uuid.uuid5(IMPORTED_UID_NAMESPACE, f"{kind}/{namespace}/{name}"))
+
+
+def dump_yaml(data: Any, stream: IO[str] | None = None, **options: Any) -> str | None:
+    """YAML in block style keeping key order, through libyaml when present."""
+    options.setdefault("sort_keys", False)
+    options.setdefault("default_flow_style", False)
+    options.setdefault("allow_unicode", True)
+    result: str | None = yaml.dump(data, stream, Dumper=SafeDumper, **options)
+    return result
