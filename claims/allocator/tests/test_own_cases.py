@@ -80,6 +80,8 @@ def test_share_id_is_injected() -> None:
                                 "name": "r",
                                 "exactly": {
                                     "deviceClassName": "c",
+                                    "allocationMode": "ExactCount",
+                                    "count": 1,
                                     "capacity": {"requests": {"bandwidth": "4G"}},
                                 },
                             }

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import classic, core, structured
+from .defaults import apply_request_defaults
 from .errors import Context, NormalizeError, describe
 from .schema import Obj, plain
 from .semantics import check_semantics
@@ -161,6 +162,7 @@ def normalize(
     result["apiVersion"] = entry.internal_api_version
     result["kind"] = found_kind
     (entry.rewrite or _keep)(result, ctx)
+    apply_request_defaults(result)
     check_semantics(result, fail=ctx.error)
     return result
 
