@@ -11,11 +11,11 @@ from claims.allocator.allocator import (
     allocator_from_scenario,
 )
 from claims.allocator.explain import RequestReport, StageCount, explain
+from claims.allocator.limits import ALLOCATION_RESULTS_MAX_SIZE
 from claims.allocator.nodeselection import NodeInfo
 from claims.allocator.pools import SliceCache
 from claims.allocator.selection import SelectorCache
 from claims.allocator.types import (
-    ALLOCATION_RESULTS_MAX_SIZE,
     AllocatedState,
     AllocationError,
     AllocationTimeout,

@@ -12,6 +12,7 @@ from typing import Any
 
 from claims.allocator.budget import SearchWatch
 from claims.allocator.counters import CounterSets
+from claims.allocator.limits import check_device_class
 from claims.allocator.nodeselection import NodeInfo
 from claims.allocator.pools import Pool, PoolBuilder, SliceCache, SliceInfo
 from claims.allocator.requests import ClaimInfo, RequestView
@@ -67,6 +68,7 @@ class Allocator:
             name = (device_class.get("metadata") or {}).get("name")
             if not isinstance(name, str) or not name:
                 raise ScenarioError(f"classes[{index}]: metadata.name is required")
+            check_device_class(device_class.get("spec"), where=f"DeviceClass {name}")
             # Upstream's lister returns the first class with the name.
             self.classes.setdefault(name, device_class)
         parse = slice_cache.parse if slice_cache is not None else SliceInfo.parse

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from claims.allocator.limits import check_slice
 from claims.allocator.nodeselection import NodeInfo, NodeSelector, node_matches
 from claims.allocator.quantity import Quantity
 from claims.allocator.types import (
@@ -275,6 +276,7 @@ class SliceInfo:
         devices_raw = spec.get("devices") or []
         if not isinstance(devices_raw, list):
             raise ScenarioError(f"{where}: spec.devices must be a list")
+        check_slice(spec, where=where)
         devices = [
             _parse_device(d, driver=driver, where=f"{where}: spec.devices[{i}]")
             for i, d in enumerate(devices_raw)

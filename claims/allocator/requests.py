@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from claims.allocator.limits import check_claim
 from claims.allocator.quantity import Quantity
 from claims.allocator.types import JSON, ScenarioError, parse_quantity
 
@@ -118,6 +119,7 @@ class ClaimInfo:
         devices = (raw.get("spec") or {}).get("devices") or {}
         if not isinstance(devices, dict):
             raise ScenarioError(f"{where}: spec.devices must be an object")
+        check_claim(devices, where=where)
         requests: list[RequestInfo] = []
         for r_index, request in enumerate(devices.get("requests") or []):
             r_where = f"{where}: spec.devices.requests[{r_index}]"

@@ -30,13 +30,13 @@ from claims.allocator.candidates import (
 )
 from claims.allocator.constraints import Constraint
 from claims.allocator.counters import CounterSets, CounterTracker
+from claims.allocator.limits import ALLOCATION_RESULTS_MAX_SIZE
 from claims.allocator.nodeselection import NodeInfo, node_matches
 from claims.allocator.pools import DeviceInfo, Pool, SliceInfo
 from claims.allocator.requests import ClaimInfo, RequestView
 from claims.allocator.selection import SelectionFailure, SelectorCache
 from claims.allocator.taints import taint_prevents_allocation, tolerates
 from claims.allocator.types import (
-    ALLOCATION_RESULTS_MAX_SIZE,
     JSON,
     AllocatedState,
     AllocationError,

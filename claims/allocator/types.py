@@ -22,9 +22,6 @@ ConsumedCapacity = dict[str, Quantity]
 
 JSON = dict[str, Any]
 
-# Upstream's resourceapi.AllocationResultsMaxSize.
-ALLOCATION_RESULTS_MAX_SIZE = 32
-
 
 class AllocationError(Exception):
     """The allocator cannot proceed: invalid input, unknown class, a limit exceeded, bad CEL."""

@@ -14,16 +14,25 @@ NODE = {"metadata": {"name": "node-1"}}
 CLASSES = [{"metadata": {"name": "gpu"}, "spec": {}}]
 
 
-def _slice(num_devices: int) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "slice"},
-        "spec": {
-            "driver": "gpu.example.com",
-            "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
-            "nodeName": "node-1",
-            "devices": [{"name": f"gpu-{i:04d}"} for i in range(num_devices)],
-        },
-    }
+def _slices(num_devices: int) -> list[dict[str, Any]]:
+    """One pool on node-1 of `num_devices` devices, in slices of at most 100 devices."""
+    per_slice = 100
+    count = (num_devices + per_slice - 1) // per_slice
+    return [
+        {
+            "metadata": {"name": f"slice-{s:02d}"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": count},
+                "nodeName": "node-1",
+                "devices": [
+                    {"name": f"gpu-{i:04d}"}
+                    for i in range(s * per_slice, min((s + 1) * per_slice, num_devices))
+                ],
+            },
+        }
+        for s in range(count)
+    ]
 
 
 def _pathological_claim() -> dict[str, Any]:
@@ -41,7 +50,7 @@ def test_deadline_stops_an_exponential_search() -> None:
     """A search with no solution and a 0.5 s budget stops with AllocationTimeout within 1.5 s."""
     budget = 0.5
     started = time.monotonic()
-    allocator = Allocator(classes=CLASSES, slices=[_slice(8)], deadline=started + budget)
+    allocator = Allocator(classes=CLASSES, slices=_slices(8), deadline=started + budget)
     with pytest.raises(AllocationTimeout) as caught:
         allocator.allocate(NODE, [_pathological_claim()])
     elapsed = time.monotonic() - started
@@ -61,7 +70,7 @@ def test_cancellation_stops_the_search() -> None:
         calls.append(1)
         return len(calls) >= 3
 
-    allocator = Allocator(classes=CLASSES, slices=[_slice(8)], cancelled=cancelled)
+    allocator = Allocator(classes=CLASSES, slices=_slices(8), cancelled=cancelled)
     with pytest.raises(AllocationTimeout) as caught:
         allocator.allocate(NODE, [_pathological_claim()])
     assert caught.value.cancelled is True
@@ -71,7 +80,7 @@ def test_cancellation_stops_the_search() -> None:
 
 def test_deadline_already_passed_stops_before_searching() -> None:
     """A node asked after the deadline fails at once, having searched nothing."""
-    allocator = Allocator(classes=CLASSES, slices=[_slice(8)], deadline=time.monotonic() - 1)
+    allocator = Allocator(classes=CLASSES, slices=_slices(8), deadline=time.monotonic() - 1)
     with pytest.raises(AllocationTimeout) as caught:
         allocator.allocate(NODE, [_pathological_claim()])
     assert caught.value.steps == 0
@@ -96,9 +105,9 @@ def test_budget_does_not_change_an_answer() -> None:
             }
         },
     }
-    plain = Allocator(classes=CLASSES, slices=[_slice(4)])
+    plain = Allocator(classes=CLASSES, slices=_slices(4))
     bounded = Allocator(
-        classes=CLASSES, slices=[_slice(4)], deadline=time.monotonic() + 60, cancelled=lambda: False
+        classes=CLASSES, slices=_slices(4), deadline=time.monotonic() + 60, cancelled=lambda: False
     )
     results = bounded.allocate(NODE, [claim])
     assert results is not None
@@ -132,7 +141,7 @@ def test_deep_search_leaves_the_recursion_limit_alone() -> None:
         }
         for c in range(num_claims)
     ]
-    allocator = Allocator(classes=CLASSES, slices=[_slice(num_claims * per_claim)])
+    allocator = Allocator(classes=CLASSES, slices=_slices(num_claims * per_claim))
     results = allocator.allocate(NODE, claims)
     assert sys.getrecursionlimit() == limit
     assert results is not None
