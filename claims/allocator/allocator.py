@@ -399,11 +399,14 @@ def allocate_scenario(
     share_id_factory: Callable[[], str] | None = None,
     selector_cache: SelectorCache | None = None,
     slice_cache: SliceCache | None = None,
+    deadline: float | None = None,
 ) -> JSON:
     """Run a conformance-format scenario and return the contract output.
 
     With `nodes`, the same claims are allocated for each node in turn with one allocator and the
-    output is {"nodes": [{"node": NAME, "results": ..., "error": ...}, ...]}.
+    output is {"nodes": [{"node": NAME, "results": ..., "error": ...}, ...]}. A `deadline`
+    (`time.monotonic()` value) bounds the whole scenario: nodes whose search runs past it report
+    the AllocationTimeout message as their error.
     """
     allocator_or_error: Allocator | AllocationError
     claims: list[JSON] = []
@@ -417,6 +420,7 @@ def allocate_scenario(
             selector_cache=selector_cache,
             slice_cache=slice_cache,
         )
+        allocator_or_error.deadline = deadline
     except AllocationError as exc:
         allocator_or_error = exc
     nodes = scenario.get("nodes") if isinstance(scenario, Mapping) else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 import time
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import pytest
 
 from claims.allocator import AllocationTimeout, Allocator
+from claims.allocator.__main__ import main
 
 NODE = {"metadata": {"name": "node-1"}}
 CLASSES = [{"metadata": {"name": "gpu"}, "spec": {}}]
@@ -149,3 +152,20 @@ def test_deep_search_leaves_the_recursion_limit_alone() -> None:
     for c, result in enumerate(results):
         devices = [r["device"] for r in result["devices"]["results"]]
         assert devices == [f"gpu-{i:04d}" for i in range(c * per_claim, (c + 1) * per_claim)]
+
+
+def test_cli_timeout_reports_giving_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--timeout` turns a runaway scenario into an error output that says it gave up."""
+    scenario = {
+        "node": NODE,
+        "classes": CLASSES,
+        "slices": _slices(8),
+        "claims": [_pathological_claim()],
+    }
+    started = time.monotonic()
+    status = main(["--timeout", "0.3"], stdin=io.StringIO(json.dumps(scenario)))
+    assert time.monotonic() - started <= 0.3 + 1.0
+    assert status == 0
+    output = json.loads(capsys.readouterr().out)
+    assert output["results"] is None
+    assert "gave up after" in output["error"]
