@@ -4,8 +4,11 @@ The API server rejects objects over these limits, so upstream's allocator never 
 port also reads hand-written files (`python -m claims.allocator`, what-if input), and the search
 costs grow with every request, alternative and device. So the allocator refuses such input with
 the message the API server's validation would give (`field.TooMany`, `field.TooLong`), naming
-the object and field. The constants carry upstream's names in upper case, for the normalizer and
-anything else that needs them.
+the object and field. Claims, classes and slice-wide limits are checked when the object is read;
+a device's own limits when the allocator first reads that device (before its attributes reach
+CEL), so allocators that parse thousands of slices do not pay for devices they never look at.
+The constants carry upstream's names in upper case, for the normalizer and anything else that
+needs them.
 """
 
 from __future__ import annotations
@@ -82,13 +85,28 @@ DEVICE_MAX_DOMAIN_LENGTH = 63
 DEVICE_MAX_ID_LENGTH = 32
 
 _LIST_ATTRIBUTE_FIELDS = ("ints", "bools", "strings", "versions")
+_SCALAR_ATTRIBUTE_FIELDS = frozenset(("int", "bool", "string", "version"))
+_NO_FIELDS: dict[str, Any] = {}
+# Device fields without a limit of their own; a device with others takes the longer check.
+_COMMON_DEVICE_FIELDS = frozenset(
+    (
+        "name",
+        "attributes",
+        "capacity",
+        "nodeName",
+        "nodeSelector",
+        "allNodes",
+        "allowMultipleAllocations",
+        "bindsToNode",
+    )
+)
 
 
 def _too_many(where: str, path: str, items: Any, limit: int) -> None:
+    # A path starting with "." continues `where` (a device's own location).
     if isinstance(items, (list, dict)) and len(items) > limit:
-        raise ScenarioError(
-            f"{where}: {path}: Too many: {len(items)}: must have at most {limit} items"
-        )
+        field = f"{where}{path}" if path.startswith(".") else f"{where}: {path}"
+        raise ScenarioError(f"{field}: Too many: {len(items)}: must have at most {limit} items")
 
 
 def _selectors(where: str, path: str, selectors: Any) -> None:
@@ -156,79 +174,117 @@ def check_device_class(spec: Any, *, where: str) -> None:
     _too_many(where, "spec.config", spec.get("config"), DEVICE_CONFIG_MAX_SIZE)
 
 
-def _device(where: str, path: str, device: dict[str, Any]) -> bool:
-    """Check one device; True if it uses a feature that lowers the slice's device limit."""
-    attributes = device.get("attributes")
-    capacity = device.get("capacity")
-    count = (len(attributes) if isinstance(attributes, dict) else 0) + (
-        len(capacity) if isinstance(capacity, dict) else 0
-    )
-    if count > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
-        raise ScenarioError(
-            f"{where}: {path}: Invalid value: {count}: the total number of attributes and "
-            f"capacities must not exceed {RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}"
-        )
-    advanced = False
-    if isinstance(attributes, dict):
-        values = 0
-        for attribute in attributes.values():
-            values += 1
-            if isinstance(attribute, dict):
-                for list_field in _LIST_ATTRIBUTE_FIELDS:
-                    items = attribute.get(list_field)
-                    if isinstance(items, list):
-                        advanced = True
-                        values += len(items) - 1
-        if values > RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
-            raise ScenarioError(
-                f"{where}: {path}.attributes: Too many: {values}: must have at most "
-                f"{RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE} attribute values"
-            )
+def _attribute_values(attributes: dict[str, Any]) -> tuple[int, bool]:
+    """How many values the attributes hold, and whether any is a list."""
+    values = 0
+    lists = False
+    for attribute in attributes.values():
+        values += 1
+        if isinstance(attribute, dict) and not attribute.keys() <= _SCALAR_ATTRIBUTE_FIELDS:
+            for list_field in _LIST_ATTRIBUTE_FIELDS:
+                items = attribute.get(list_field)
+                if isinstance(items, list):
+                    lists = True
+                    values += len(items) - 1
+    return values, lists
+
+
+def _device_extras(device_where: str, device: dict[str, Any]) -> bool:
+    """Limits on the less common device fields; True if they lower the slice's device limit."""
     taints = device.get("taints")
-    _too_many(where, f"{path}.taints", taints, DEVICE_TAINTS_MAX_LENGTH)
+    _too_many(device_where, ".taints", taints, DEVICE_TAINTS_MAX_LENGTH)
     consumes = device.get("consumesCounters")
     _too_many(
-        where,
-        f"{path}.consumesCounters",
+        device_where,
+        ".consumesCounters",
         consumes,
         RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
     )
     for index, entry in enumerate(consumes if isinstance(consumes, list) else ()):
         if isinstance(entry, dict):
             _too_many(
-                where,
-                f"{path}.consumesCounters[{index}].counters",
+                device_where,
+                f".consumesCounters[{index}].counters",
                 entry.get("counters"),
                 RESOURCE_SLICE_MAX_COUNTERS_PER_DEVICE_COUNTER_CONSUMPTION,
             )
     _too_many(
-        where,
-        f"{path}.bindingConditions",
+        device_where,
+        ".bindingConditions",
         device.get("bindingConditions"),
         BINDING_CONDITIONS_MAX_SIZE,
     )
     _too_many(
-        where,
-        f"{path}.bindingFailureConditions",
+        device_where,
+        ".bindingFailureConditions",
         device.get("bindingFailureConditions"),
         BINDING_FAILURE_CONDITIONS_MAX_SIZE,
     )
-    return advanced or bool(taints) or bool(consumes)
+    return bool(taints) or bool(consumes)
+
+
+def check_device(device: dict[str, Any], *, where: str) -> bool:
+    """Raise ScenarioError if one device is over an API limit; `where` names the device.
+
+    Returns whether the device uses a feature that lowers its slice's device limit (taints,
+    counters, list-type attributes).
+    """
+    # Runs for every device an allocator reads, so the common device (a few scalar attributes
+    # and capacities, no other limited field) takes a few lookups.
+    attributes = device.get("attributes")
+    capacity = device.get("capacity")
+    if attributes.__class__ is not dict:
+        attributes = _NO_FIELDS
+    count = len(attributes) + (len(capacity) if capacity.__class__ is dict else 0)
+    if count > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
+        raise ScenarioError(
+            f"{where}: Invalid value: {count}: the total number of attributes and capacities "
+            f"must not exceed {RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}"
+        )
+    lists = False
+    scalars = True
+    for attribute in attributes.values():
+        if attribute.__class__ is not dict or not _SCALAR_ATTRIBUTE_FIELDS.issuperset(
+            attribute.keys()
+        ):
+            scalars = False
+            break
+    # Scalars hold one value each and there are at most 32 of them: only lists can exceed 48.
+    if not scalars:
+        values, lists = _attribute_values(attributes)
+        if values > RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
+            raise ScenarioError(
+                f"{where}.attributes: Too many: {values}: must have at most "
+                f"{RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE} attribute values"
+            )
+    if _COMMON_DEVICE_FIELDS.issuperset(device.keys()):
+        return lists
+    return _device_extras(where, device) or lists
 
 
 def check_slice(spec: dict[str, Any], *, where: str) -> None:
-    """Raise ScenarioError if a ResourceSlice spec is over an API limit."""
+    """Raise ScenarioError if a ResourceSlice spec is over a slice-wide API limit.
+
+    Every slice of every allocator passes here, so per-device limits wait for `check_device`,
+    which runs when the allocator first reads a device, except where the slice holds more
+    devices than a slice with taints, counters or list attributes may.
+    """
     devices = spec.get("devices")
     if isinstance(devices, list):
         _too_many(where, "spec.devices", devices, RESOURCE_SLICE_MAX_DEVICES)
-        advanced = False
-        for index, device in enumerate(devices):
-            if isinstance(device, dict) and _device(where, f"spec.devices[{index}]", device):
-                advanced = True
-        if advanced:
-            _too_many(
-                where, "spec.devices", devices, RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES
-            )
+        if len(devices) > RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES:
+            advanced = False
+            for index, device in enumerate(devices):
+                if isinstance(device, dict):
+                    path = f"{where}: spec.devices[{index}]"
+                    advanced = check_device(device, where=path) or advanced
+            if advanced:
+                _too_many(
+                    where,
+                    "spec.devices",
+                    devices,
+                    RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES,
+                )
     counter_sets = spec.get("sharedCounters")
     _too_many(where, "spec.sharedCounters", counter_sets, RESOURCE_SLICE_MAX_COUNTER_SETS)
     for index, counter_set in enumerate(counter_sets if isinstance(counter_sets, list) else ()):
