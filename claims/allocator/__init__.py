@@ -11,13 +11,14 @@ from claims.allocator.allocator import (
     allocator_from_scenario,
 )
 from claims.allocator.explain import RequestReport, StageCount, explain
+from claims.allocator.limits import ALLOCATION_RESULTS_MAX_SIZE
 from claims.allocator.nodeselection import NodeInfo
 from claims.allocator.pools import SliceCache
 from claims.allocator.selection import SelectorCache
 from claims.allocator.types import (
-    ALLOCATION_RESULTS_MAX_SIZE,
     AllocatedState,
     AllocationError,
+    AllocationTimeout,
     DeviceID,
     Features,
     NodeAllocationError,
@@ -28,6 +29,7 @@ __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
     "AllocatedState",
     "AllocationError",
+    "AllocationTimeout",
     "Allocator",
     "DeviceID",
     "Features",

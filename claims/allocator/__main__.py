@@ -3,7 +3,8 @@
 Reads one scenario object on stdin and prints `{"results": ..., "error": ...}` (or
 `{"nodes": [...]}` for a scenario with `nodes`). With `--jsonl`, reads one scenario per line and
 prints one output per line, flushing after each. `--share-id` fixes the shareID given to shared
-devices; `--explain` adds an `explain` entry with per-request reasons when claims do not fit.
+devices; `--explain` adds an `explain` entry with per-request reasons when claims do not fit;
+`--timeout SECONDS` bounds the search of each scenario (past it, the error says it gave up).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -25,6 +27,7 @@ def _run_one(
     share_id_factory: Callable[[], str] | None,
     explain: bool,
     caches: dict[tuple[bool, bool], SelectorCache],
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     try:
         scenario = json.loads(text)
@@ -41,7 +44,10 @@ def _run_one(
     if cache is None:
         cache = SelectorCache(consumable_capacity=key[0], list_type_attributes=key[1])
         caches[key] = cache
-    output = allocate_scenario(scenario, share_id_factory=share_id_factory, selector_cache=cache)
+    deadline = time.monotonic() + timeout if timeout is not None else None
+    output = allocate_scenario(
+        scenario, share_id_factory=share_id_factory, selector_cache=cache, deadline=deadline
+    )
     if explain:
         output["explain"] = explain_scenario(scenario, output, selector_cache=cache)
     return output
@@ -58,6 +64,12 @@ def main(argv: list[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser.add_argument(
         "--explain", action="store_true", help="add per-request reasons when claims do not fit"
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="give up on a scenario's search after this many seconds",
+    )
     args = parser.parse_args(argv)
     source = stdin if stdin is not None else sys.stdin
     share_id = args.share_id
@@ -67,11 +79,23 @@ def main(argv: list[str] | None = None, *, stdin: TextIO | None = None) -> int:
         for line in source:
             if not line.strip():
                 continue
-            output = _run_one(line, share_id_factory=factory, explain=args.explain, caches=caches)
+            output = _run_one(
+                line,
+                share_id_factory=factory,
+                explain=args.explain,
+                caches=caches,
+                timeout=args.timeout,
+            )
             sys.stdout.write(json.dumps(output) + "\n")
             sys.stdout.flush()
         return 0
-    output = _run_one(source.read(), share_id_factory=factory, explain=args.explain, caches=caches)
+    output = _run_one(
+        source.read(),
+        share_id_factory=factory,
+        explain=args.explain,
+        caches=caches,
+        timeout=args.timeout,
+    )
     sys.stdout.write(json.dumps(output) + "\n")
     sys.stdout.flush()
     return 0

@@ -7,12 +7,12 @@ the shared conformance format and returns the contract output.
 
 from __future__ import annotations
 
-import functools
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from claims.allocator.budget import SearchWatch
 from claims.allocator.counters import CounterSets
+from claims.allocator.limits import check_device_class
 from claims.allocator.nodeselection import NodeInfo
 from claims.allocator.pools import Pool, PoolBuilder, SliceCache, SliceInfo
 from claims.allocator.requests import ClaimInfo, RequestView
@@ -28,24 +28,6 @@ from claims.allocator.types import (
     ScenarioError,
 )
 
-# Each device, request and claim is one level of recursion in the search (upstream's
-# allocateOne recurses the same way, and following it step by step keeps its answers), so a
-# what-if over many claim copies goes deeper than Python's default limit of 1000.
-_MIN_RECURSION_LIMIT = 10_000
-
-
-@functools.cache
-def _raise_recursion_limit() -> None:
-    """Raise the interpreter's recursion limit to _MIN_RECURSION_LIMIT, once per process.
-
-    The limit is process-wide state, so a library should not touch it on every call: the first
-    allocation raises it (never lowers it) and later ones leave it alone, even if the host
-    program changes it afterwards. Python 3.11+ uses no C stack for most Python-to-Python
-    calls, so the deeper limit is safe in worker threads as well.
-    """
-    if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
-        sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
-
 
 class Allocator:
     """Allocates claims on one node at a time; reuse one instance for many nodes.
@@ -54,6 +36,11 @@ class Allocator:
     answers per node. Work that does not depend on the node (parsing, selector results per device
     content, request checks, pools of the same slices) is done once and reused. Objects passed in
     are treated as immutable. An instance is not thread-safe: use one per thread.
+
+    `deadline` (a `time.monotonic()` value) and `cancelled` (a callable) bound the search of
+    every later `allocate` call; both are plain attributes, so a caller can set a fresh budget
+    per question. Past the deadline, or once `cancelled()` returns True, `allocate` raises
+    AllocationTimeout.
     """
 
     def __init__(
@@ -66,8 +53,12 @@ class Allocator:
         selector_cache: SelectorCache | None = None,
         slice_cache: SliceCache | None = None,
         share_id_factory: Callable[[], str] | None = None,
+        deadline: float | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
         self.features = features or Features()
+        self.deadline = deadline
+        self.cancelled = cancelled
         self._allocated_state = allocated_state or AllocatedState()
         self.share_id_factory = share_id_factory
         self.classes: dict[str, JSON] = {}
@@ -77,6 +68,7 @@ class Allocator:
             name = (device_class.get("metadata") or {}).get("name")
             if not isinstance(name, str) or not name:
                 raise ScenarioError(f"classes[{index}]: metadata.name is required")
+            check_device_class(device_class.get("spec"), where=f"DeviceClass {name}")
             # Upstream's lister returns the first class with the name.
             self.classes.setdefault(name, device_class)
         parse = slice_cache.parse if slice_cache is not None else SliceInfo.parse
@@ -192,6 +184,13 @@ class Allocator:
             counter_cache=self._counter_cache,
             share_id_factory=self.share_id_factory,
             request_cache=self._request_cache,
+            watch=(
+                SearchWatch(
+                    deadline=self.deadline, cancelled=self.cancelled, claims_total=len(claim_infos)
+                )
+                if self.deadline is not None or self.cancelled is not None
+                else None
+            ),
         )
 
     def _parse_claims(self, claims: Sequence[JSON | ClaimInfo]) -> list[ClaimInfo]:
@@ -215,13 +214,13 @@ class Allocator:
         """One AllocationResult per claim, or None if the claims do not fit on the node.
 
         Raises AllocationError for problems with the input (invalid CEL, unknown class, a limit
-        exceeded) and NodeAllocationError when only this node is affected (invalid pools).
+        exceeded), NodeAllocationError when only this node is affected (invalid pools) and
+        AllocationTimeout when the deadline passed or the caller cancelled.
         """
         run = self.new_run(node, claims)
         run.prepare()
-        _raise_recursion_limit()
         try:
-            outcome = run.allocate_one(0, 0, 0, 0, False, (0, 0, 0))
+            outcome = run.search()
         finally:
             self.num_allocate_one += run.num_allocate_one
         if outcome != DONE:
@@ -425,11 +424,14 @@ def allocate_scenario(
     share_id_factory: Callable[[], str] | None = None,
     selector_cache: SelectorCache | None = None,
     slice_cache: SliceCache | None = None,
+    deadline: float | None = None,
 ) -> JSON:
     """Run a conformance-format scenario and return the contract output.
 
     With `nodes`, the same claims are allocated for each node in turn with one allocator and the
-    output is {"nodes": [{"node": NAME, "results": ..., "error": ...}, ...]}.
+    output is {"nodes": [{"node": NAME, "results": ..., "error": ...}, ...]}. A `deadline`
+    (`time.monotonic()` value) bounds the whole scenario: nodes whose search runs past it report
+    the AllocationTimeout message as their error.
     """
     allocator_or_error: Allocator | AllocationError
     claims: list[JSON] = []
@@ -443,6 +445,7 @@ def allocate_scenario(
             selector_cache=selector_cache,
             slice_cache=slice_cache,
         )
+        allocator_or_error.deadline = deadline
     except AllocationError as exc:
         allocator_or_error = exc
     nodes = scenario.get("nodes") if isinstance(scenario, Mapping) else None

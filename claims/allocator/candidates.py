@@ -1,7 +1,7 @@
 """What the search knows before it starts: checked requests, their class, and their candidates.
 
 Upstream's Allocate validates every request and constraint of every claim before the
-backtracking search (`search.Run.allocate_one`) begins; this module holds that first half: the
+backtracking search (`search.Run.search`) begins; this module holds that first half: the
 per-request data (device class, CEL expressions, device count), the gathering of candidates for
 ``allocationMode: All`` requests, and the parsing of claim constraints.
 """

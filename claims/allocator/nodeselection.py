@@ -8,6 +8,7 @@ selector is used, as upstream's do.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from claims.allocator.types import JSON, AllocationError, ScenarioError
@@ -36,11 +37,56 @@ class NodeInfo:
         return cls(name=str(metadata.get("name") or ""), labels=dict(labels))
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def _parse_int(text: str) -> int | None:
-    try:
-        return int(text, 10)
-    except ValueError:
+    """Go's strconv.ParseInt(text, 10, 64): sign and ASCII digits only, within int64."""
+    if not _DECIMAL.fullmatch(text):
         return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _label_key_errors(key: str) -> list[str]:
+    """apimachinery's IsLabelKey: optional DNS-subdomain prefix, '/', then a name of <= 63."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return ["a valid label key must be a name with an optional DNS subdomain prefix and '/'"]
+    errors = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            errors.append("prefix part must be a lowercase RFC 1123 subdomain")
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not _LABEL_NAME.fullmatch(name):
+        errors.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character"
+        )
+    return errors
+
+
+def _label_value_errors(value: str) -> list[str]:
+    """apimachinery's IsLabelValue: empty, or a name of at most 63 characters."""
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if value and not _LABEL_NAME.fullmatch(value):
+        errors.append(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', "
+            "'_' or '.', and must start and end with an alphanumeric character"
+        )
+    return errors
 
 
 class NodeSelector:
@@ -65,7 +111,18 @@ class NodeSelector:
                 key, op = req.get("key", ""), req.get("operator", "")
                 values = tuple(req.get("values") or [])
                 where = f"{path}.matchExpressions[{index}]"
-                if op not in _LABEL_OPERATORS:
+                # labels.NewRequirement checks key and values whatever the operator.
+                invalid = [
+                    f"{where}.key: Invalid value: {key!r}: {e}" for e in _label_key_errors(key)
+                ]
+                invalid += [
+                    f"{where}.values[{key}]: Invalid value: {v!r}: {e}"
+                    for v in values
+                    for e in _label_value_errors(v)
+                ]
+                if invalid:
+                    errors.extend(invalid)
+                elif op not in _LABEL_OPERATORS:
                     errors.append(f"{where}.operator: Unsupported value: {op!r}")
                 elif op in ("In", "NotIn") and not values:
                     errors.append(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from claims.allocator.limits import check_device, check_slice
 from claims.allocator.nodeselection import NodeInfo, NodeSelector, node_matches
 from claims.allocator.quantity import Quantity
 from claims.allocator.types import (
@@ -108,6 +109,8 @@ class DeviceInfo:
         if name not in _LAZY_DEVICE_FIELDS:
             raise AttributeError(name)
         raw = self.raw
+        # Per-device API limits are checked here, once, before anything uses the device.
+        check_device(raw, where=self.where)
         for field_name, read in _LAZY_DEVICE_FIELDS.items():
             setattr(self, field_name, read(raw))
         if not isinstance(self.attributes, dict) or not isinstance(self.capacity_raw, dict):
@@ -275,6 +278,7 @@ class SliceInfo:
         devices_raw = spec.get("devices") or []
         if not isinstance(devices_raw, list):
             raise ScenarioError(f"{where}: spec.devices must be a list")
+        check_slice(spec, where=where)
         devices = [
             _parse_device(d, driver=driver, where=f"{where}: spec.devices[{i}]")
             for i, d in enumerate(devices_raw)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from claims.allocator.limits import check_claim
 from claims.allocator.quantity import Quantity
 from claims.allocator.types import JSON, ScenarioError, parse_quantity
 
@@ -34,11 +35,16 @@ class RequestView:
         """Read the fields of an ExactDeviceRequest or DeviceSubRequest."""
         if not isinstance(raw, dict):
             raise ScenarioError(f"{where}: expected an object")
-        # The API server defaults these; scenario files written by hand may leave them out.
-        mode = raw.get("allocationMode") or "ExactCount"
+        # The API server defaults allocationMode to ExactCount and count to 1 (as the normalizer
+        # in inventory.kube does for objects that skipped it); the allocator itself, like
+        # upstream's, takes the fields as given: an empty mode is refused when the request is
+        # checked ("unsupported count mode") and a missing count is Go's zero.
+        mode = raw.get("allocationMode") or ""
+        if not isinstance(mode, str):
+            raise ScenarioError(f"{where}.allocationMode: must be a string, got {mode!r}")
         count_raw = raw.get("count")
         if count_raw is None:
-            count_raw = 1 if mode == "ExactCount" else 0
+            count_raw = 0
         if isinstance(count_raw, bool) or not isinstance(count_raw, int):
             raise ScenarioError(f"{where}.count: must be an integer, got {count_raw!r}")
         capacity_raw = raw.get("capacity")
@@ -65,7 +71,7 @@ class RequestView:
             expressions=expressions,
             name=name,
             class_name=str(raw.get("deviceClassName") or ""),
-            allocation_mode=str(mode),
+            allocation_mode=mode,
             count=count_raw,
             admin_access=admin is True,
             has_admin_access=admin is not None,
@@ -113,6 +119,7 @@ class ClaimInfo:
         devices = (raw.get("spec") or {}).get("devices") or {}
         if not isinstance(devices, dict):
             raise ScenarioError(f"{where}: spec.devices must be an object")
+        check_claim(devices, where=where)
         requests: list[RequestInfo] = []
         for r_index, request in enumerate(devices.get("requests") or []):
             r_where = f"{where}: spec.devices.requests[{r_index}]"

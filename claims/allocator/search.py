@@ -7,15 +7,20 @@ This follows upstream's experimental allocator step by step (allocateOne, alloca
 isSelectable), including the order in which devices, requests and subrequests are tried, so that
 the first solution found is the same one. Where upstream leaves counters or constraint state
 behind on a rejected candidate, so does this code: the answers depend on it.
+
+Upstream's recursion becomes an explicit stack of generator frames (`Run.search`), so a search
+over many claims is not limited by, and does not change, Python's recursion limit; the same loop
+checks the optional time budget (`claims.allocator.budget`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from claims.allocator import capacity as cap
+from claims.allocator.budget import CHECK_EVERY, SearchWatch
 from claims.allocator.candidates import (
     Candidate,
     RequestData,
@@ -25,12 +30,13 @@ from claims.allocator.candidates import (
 )
 from claims.allocator.constraints import Constraint
 from claims.allocator.counters import CounterSets, CounterTracker
+from claims.allocator.limits import ALLOCATION_RESULTS_MAX_SIZE
 from claims.allocator.nodeselection import NodeInfo, node_matches
 from claims.allocator.pools import DeviceInfo, Pool, SliceInfo
 from claims.allocator.requests import ClaimInfo, RequestView
 from claims.allocator.selection import SelectionFailure, SelectorCache
+from claims.allocator.taints import taint_prevents_allocation, tolerates
 from claims.allocator.types import (
-    ALLOCATION_RESULTS_MAX_SIZE,
     JSON,
     AllocatedState,
     AllocationError,
@@ -62,7 +68,11 @@ MAX_SIZE_EXCEEDED = -1
 
 _REQUEST_CACHE_LIMIT = 4096
 
-_BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+_START = (0, 0, 0)
+
+# Arguments of one allocateOne call: claim, request, subrequest and device index, whether a
+# specific subrequest is being allocated, and where in the pools to start looking.
+Step = tuple[int, int, int, int, bool, tuple[int, int, int]]
 
 
 @dataclass
@@ -91,30 +101,6 @@ def _strip(message: str, prefix: str) -> str:
     return message[len(prefix) :] if message.startswith(prefix) else message
 
 
-def taint_prevents_allocation(device: DeviceInfo, request: RequestView) -> bool:
-    """True if a NoSchedule/NoExecute taint of the device is not tolerated by the request."""
-    for taint in device.taints:
-        if taint.get("effect") in _BLOCKING_TAINT_EFFECTS and not any(
-            tolerates(toleration, taint) for toleration in request.tolerations
-        ):
-            return True
-    return False
-
-
-def tolerates(toleration: JSON, taint: JSON) -> bool:
-    """Upstream resourceclaim.ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != (taint.get("key") or ""):
-        return False
-    operator = toleration.get("operator") or ""
-    if operator in ("", "Equal"):
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
-
-
 class Run:
     """State of one Allocate call: the pools for the node, claims, and what is being allocated."""
 
@@ -131,8 +117,11 @@ class Run:
         counter_cache: dict[str, CounterSets],
         share_id_factory: Callable[[], str] | None,
         request_cache: dict[tuple[int, str | None], tuple[RequestView, RequestData]] | None = None,
+        watch: SearchWatch | None = None,
     ) -> None:
         self.features = features
+        # Time budget and cancellation; None searches without limit.
+        self.watch = watch
         self.node = node
         self.pools = pools
         self.claims = claims
@@ -310,7 +299,40 @@ class Run:
             self.allocating_devices.get(device_id)
         )
 
-    def allocate_one(
+    def search(self) -> int:
+        """Run the backtracking search; DONE if every claim got its devices.
+
+        Upstream's allocateOne recurses once per device, request and claim. Here each of those
+        calls is a generator frame (`_allocate_one`) on an explicit stack, in the same order and
+        with the same outcomes, so the depth of the search is not bounded by Python's recursion
+        limit. The driver loop is also where the time budget is checked.
+        """
+        stack: list[Generator[Step, int, int]] = [self._allocate_one(0, 0, 0, 0, False, _START)]
+        outcome = 0
+        fresh = True
+        watch = self.watch
+        next_check = CHECK_EVERY
+        if watch is not None:
+            # A deadline that passed before this node's turn stops it before any work.
+            watch.check(steps=0, claim_index=0)
+        while True:
+            frame = stack[-1]
+            try:
+                step = next(frame) if fresh else frame.send(outcome)
+            except StopIteration as stop:
+                stack.pop()
+                outcome = int(stop.value)
+                if not stack:
+                    return outcome
+                fresh = False
+                continue
+            if watch is not None and self.num_allocate_one >= next_check:
+                next_check = self.num_allocate_one + CHECK_EVERY
+                watch.check(steps=self.num_allocate_one, claim_index=step[0])
+            stack.append(self._allocate_one(*step))
+            fresh = True
+
+    def _allocate_one(
         self,
         claim_index: int,
         request_index: int,
@@ -318,41 +340,61 @@ class Run:
         device_index: int,
         allocate_sub: bool,
         start: tuple[int, int, int],
-    ) -> int:
-        """Find a device for one position in one request, then recurse (upstream allocateOne)."""
-        self.num_allocate_one += 1
-        if claim_index >= len(self.claims):
-            return DONE
-        claim = self.claims[claim_index]
-        if request_index >= len(claim.requests):
-            outcome = self.allocate_one(claim_index + 1, 0, 0, 0, False, (0, 0, 0))
-            return FAILED if outcome == MAX_SIZE_EXCEEDED else outcome
+    ) -> Generator[Step, int, int]:
+        """Find a device for one position in one request (upstream allocateOne).
 
-        key = (claim_index, request_index, sub_index)
-        data = self.request_data[key]
-        if not allocate_sub and data.parent is not None:
-            all_exceeded = True
-            candidate_sub = 0
-            while (claim_index, request_index, candidate_sub) in self.request_data:
-                outcome = self.allocate_one(
-                    claim_index, request_index, candidate_sub, device_index, True, (0, 0, 0)
-                )
-                if outcome == MAX_SIZE_EXCEEDED:
-                    candidate_sub += 1
-                    continue
-                all_exceeded = False
-                if outcome == DONE:
-                    self.selected_sub[(claim_index, request_index)] = candidate_sub
+        Each `yield` is upstream's recursive call: it hands the arguments of the next position
+        to `search` and receives that call's outcome.
+        """
+        claims = self.claims
+        while True:
+            self.num_allocate_one += 1
+            if claim_index >= len(claims):
+                return DONE
+            claim = claims[claim_index]
+            if request_index >= len(claim.requests):
+                if claim_index + 1 >= len(claims):
+                    # The call for the next claim would only report success; answer it here.
+                    self.num_allocate_one += 1
                     return DONE
-                candidate_sub += 1
-            return MAX_SIZE_EXCEEDED if all_exceeded else FAILED
+                outcome = yield (claim_index + 1, 0, 0, 0, False, _START)
+                return FAILED if outcome == MAX_SIZE_EXCEEDED else outcome
 
-        request = data.request
-        do_all = request.allocation_mode == "All"
-        if do_all and not data.all_devices:
-            return FAILED
-        if device_index >= data.num_devices:
-            return self.allocate_one(claim_index, request_index + 1, 0, 0, False, (0, 0, 0))
+            key = (claim_index, request_index, sub_index)
+            data = self.request_data[key]
+            if not allocate_sub and data.parent is not None:
+                all_exceeded = True
+                candidate_sub = 0
+                while (claim_index, request_index, candidate_sub) in self.request_data:
+                    outcome = yield (
+                        claim_index,
+                        request_index,
+                        candidate_sub,
+                        device_index,
+                        True,
+                        _START,
+                    )
+                    if outcome == MAX_SIZE_EXCEEDED:
+                        candidate_sub += 1
+                        continue
+                    all_exceeded = False
+                    if outcome == DONE:
+                        self.selected_sub[(claim_index, request_index)] = candidate_sub
+                        return DONE
+                    candidate_sub += 1
+                return MAX_SIZE_EXCEEDED if all_exceeded else FAILED
+
+            request = data.request
+            do_all = request.allocation_mode == "All"
+            if do_all and not data.all_devices:
+                return FAILED
+            if device_index < data.num_devices:
+                break
+            # Upstream's call for the next request returns its outcome unchanged, so it runs
+            # in this frame instead of a new one.
+            request_index, sub_index, device_index, allocate_sub = request_index + 1, 0, 0, False
+            start = _START
+
         if (
             len(self.results[claim_index]) + data.num_devices - device_index
             > ALLOCATION_RESULTS_MAX_SIZE
@@ -364,8 +406,13 @@ class Run:
             deallocate = self.allocate_device(key, data, candidate, must=True)
             if deallocate is None:
                 return FAILED
-            outcome = self.allocate_one(
-                claim_index, request_index, sub_index, device_index + 1, allocate_sub, (0, 0, 0)
+            outcome = yield (
+                claim_index,
+                request_index,
+                sub_index,
+                device_index + 1,
+                allocate_sub,
+                _START,
             )
             if outcome != DONE:
                 deallocate()
@@ -377,6 +424,12 @@ class Run:
         allocating = self.allocating_devices
         start_pool, start_slice, start_device = start
         pools = self.pools
+        # The device for this position completes every claim.
+        last_position = (
+            device_index + 1 >= data.num_devices
+            and request_index + 1 >= len(claim.requests)
+            and claim_index + 1 >= len(claims)
+        )
         for pool_index in range(start_pool, len(pools)):
             pool = pools[pool_index]
             if pool.is_incomplete or pool.is_invalid:
@@ -407,7 +460,12 @@ class Run:
                     )
                     if deallocate is None:
                         continue
-                    outcome = self.allocate_one(
+                    if last_position:
+                        # The calls for the next device, request and claim would each only
+                        # pass success on; count them as upstream does and stop here.
+                        self.num_allocate_one += 3
+                        return DONE
+                    outcome = yield (
                         claim_index,
                         request_index,
                         sub_index,

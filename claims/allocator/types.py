@@ -22,9 +22,6 @@ ConsumedCapacity = dict[str, Quantity]
 
 JSON = dict[str, Any]
 
-# Upstream's resourceapi.AllocationResultsMaxSize.
-ALLOCATION_RESULTS_MAX_SIZE = 32
-
 
 class AllocationError(Exception):
     """The allocator cannot proceed: invalid input, unknown class, a limit exceeded, bad CEL."""
@@ -36,6 +33,30 @@ class NodeAllocationError(AllocationError):
 
 class ScenarioError(AllocationError):
     """A scenario or object is malformed; the message names the object and field."""
+
+
+class AllocationTimeout(AllocationError):
+    """The search gave up: its deadline passed or its caller cancelled it.
+
+    Carries how long it ran (`elapsed`, seconds), how much it searched (`steps`, upstream's
+    allocateOne invocations) and how far it got (`claim_index` of `claims_total`, where the
+    search stood when it stopped), so a caller can answer "gave up after N s".
+    """
+
+    def __init__(
+        self, *, elapsed: float, steps: int, claim_index: int, claims_total: int, cancelled: bool
+    ) -> None:
+        self.elapsed = elapsed
+        self.steps = steps
+        self.claim_index = claim_index
+        self.claims_total = claims_total
+        self.cancelled = cancelled
+        why = "cancelled" if cancelled else "time budget exhausted"
+        at = min(claim_index + 1, claims_total)
+        super().__init__(
+            f"allocation gave up after {elapsed:.1f} s ({why}): {steps} search steps, "
+            f"at claim {at} of {claims_total}"
+        )
 
 
 @dataclass(frozen=True)

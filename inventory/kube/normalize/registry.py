@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import classic, core, names, slices, structured, validation
+from .defaults import apply_request_defaults
 from .errors import Context, NormalizeError, describe
 from .schema import Obj, TooLarge, plain
 from .semantics import check_semantics
@@ -174,6 +175,8 @@ def normalize(
     result["apiVersion"] = entry.internal_api_version
     result["kind"] = found_kind
     (entry.rewrite or _keep)(result, ctx)
+    # The API server defaults a request (allocationMode, count) before it validates it.
+    apply_request_defaults(result)
 
     def fail(path: str, reason: str) -> NormalizeError:
         return ctx.error(served_path(path, api_version=found_version, kind=found_kind), reason)

@@ -123,7 +123,18 @@ def _partitionable_case() -> dict[str, Any]:
             {
                 "metadata": {"name": "c", "namespace": "default", "uid": "u"},
                 "spec": {
-                    "devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "r",
+                                "exactly": {
+                                    "deviceClassName": "gpu",
+                                    "allocationMode": "ExactCount",
+                                    "count": 1,
+                                },
+                            }
+                        ]
+                    }
                 },
             }
         ],

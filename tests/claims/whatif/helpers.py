@@ -22,7 +22,12 @@ def claim_yaml(
     selector: str | None = None,
 ) -> str:
     """A v1 ResourceClaim asking for `count` devices of a class, as YAML text."""
-    exactly: dict[str, Any] = {"deviceClassName": device_class, "count": count}
+    # As the API server stores it: the allocator, like upstream's, refuses an empty mode.
+    exactly: dict[str, Any] = {
+        "deviceClassName": device_class,
+        "allocationMode": "ExactCount",
+        "count": count,
+    }
     if selector is not None:
         exactly["selectors"] = [{"cel": {"expression": selector}}]
     return yaml.safe_dump(
