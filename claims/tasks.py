@@ -16,6 +16,7 @@ from typing import Any
 
 from celery import current_app, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.core.cache import cache
 
 from claims.whatif.diagnosis import diagnose_all
@@ -91,7 +92,9 @@ def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
         _store(job)
 
     try:
-        job["result"] = run_request(request, progress=progress)
+        job["result"] = run_request(
+            request, progress=progress, budget=settings.WHATIF_JOB_BUDGET_SECONDS
+        )
         job["status"] = "done"
     except WhatIfError as exc:
         job["status"] = "failed"

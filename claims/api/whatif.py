@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser, JSONParser
@@ -187,7 +188,7 @@ class WhatIfView(APIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            answer = run_request(read_request(request))
+            answer = run_request(read_request(request), budget=settings.WHATIF_BUDGET_SECONDS)
         except WhatIfError as exc:
             return _bad(exc)
         return Response(answer)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -144,6 +145,7 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
                 obj={**obj, "metadata": meta}, source=f"ResourceClaim {namespace}/{_PLACEHOLDER}"
             )
             node_filter = _node_filter(constraints, where=f"Pod {namespace}/{pod_names[0]}")
+            sim.start_budget(settings.DIAGNOSIS_BUDGET_SECONDS)
             try:
                 answer = evaluate(
                     sim,
@@ -154,6 +156,14 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
                 )
             except WhatIfError as exc:
                 answer = {"fits": False, "error": exc.as_dict(), "reasons": [str(exc)]}
+            finally:
+                sim.end_budget()
+            if sim.gave_up is not None:
+                answer["reasons"] = [
+                    f"diagnosis gave up after {settings.DIAGNOSIS_BUDGET_SECONDS} s "
+                    "(partial: some nodes not evaluated)",
+                    *(answer.get("reasons") or []),
+                ]
             by_spec[key] = answer
         answer = _own(answer, namespace=namespace, name=name)
         compact = _compact(answer, pod_names, fingerprint)

@@ -17,8 +17,10 @@ from claims.whatif.service import what_if
 __all__ = ["REQUEST_KEYS", "run_request"]
 
 
-def run_request(request: Mapping[str, Any], *, progress: Progress | None = None) -> JSON:
-    """Answer one request; bad input of any kind raises WhatIfError."""
+def run_request(
+    request: Mapping[str, Any], *, progress: Progress | None = None, budget: float | None = None
+) -> JSON:
+    """Answer one request within `budget` seconds of search; bad input raises WhatIfError."""
     try:
         return what_if(
             request.get("yaml"),
@@ -30,6 +32,7 @@ def run_request(request: Mapping[str, Any], *, progress: Progress | None = None)
             namespace=request.get("namespace"),
             gang=request.get("gang"),
             progress=progress,
+            budget=budget,
         )
     except (RecursionError, MemoryError) as exc:
         raise WhatIfError("yaml", f"input too complex: {type(exc).__name__}") from exc

@@ -182,6 +182,7 @@ def what_if(
     gang: bool | str | None = False,
     use_cache: bool = True,
     progress: Progress | None = None,
+    budget: float | None = None,
 ) -> JSON:
     """Would these pods and claims fit, where, with which devices, and if not, why? (read-only)
 
@@ -204,7 +205,9 @@ def what_if(
     {"op": "taint-device", "device": "drv/pool/dev", "taint": {"key", "value", "effect"}},
     {"op": "untaint-device", "device": ..., "key": k-or-empty-for-all},
     {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
-    is the default namespace of the input (and the quota checked).
+    is the default namespace of the input (and the quota checked). `budget` bounds the
+    search in seconds: past it the nodes not yet asked are "not evaluated" and the answer
+    carries `gaveUp` {budgetSeconds, searchedSeconds, message} (never cached).
 
     Returns a JSON-ready dict. About the gang (or the first pod): `nodes` [{node, schedulable,
     filter?: {filter, reason} (the scheduler filter that removed the node), fits, claims:
@@ -261,17 +264,32 @@ def what_if(
             observe_whatif_seconds(time.perf_counter() - started)
             return answer
     with simulation_for(fingerprint, options) as sim:
-        answer = answer_for(
-            parsed,
-            options=options,
-            view=sim.view,
-            quotas=quotas,
-            scoped_quotas=scoped,
-            served_version=served,
-            progress=progress,
-            simulation=sim,
-        )
+        sim.start_budget(budget)
+        try:
+            answer = answer_for(
+                parsed,
+                options=options,
+                view=sim.view,
+                quotas=quotas,
+                scoped_quotas=scoped,
+                served_version=served,
+                progress=progress,
+                simulation=sim,
+            )
+        finally:
+            sim.end_budget()
+        gave_up = sim.gave_up
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
+    if gave_up is not None:
+        evaluated = sum(1 for n in answer.get("nodes") or [] if "not evaluated" not in str(n))
+        answer["gaveUp"] = {
+            "budgetSeconds": budget,
+            "searchedSeconds": round(gave_up, 3),
+            "message": f"gave up after {budget:g} s; partial answer: {evaluated} of "
+            f"{len(answer.get('nodes') or [])} nodes evaluated",
+        }
+        # A partial answer depends on timing: never served again from the cache.
+        use_cache = False
     if use_cache:
         cache.set(key, answer, RESULT_CACHE_SECONDS)
     answer = dict(answer)

@@ -9,6 +9,7 @@ incrementally (`Allocator.record_allocation`). Nothing here writes to the databa
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from claims.allocator import (
     AllocatedState,
     AllocationError,
+    AllocationTimeout,
     Allocator,
     Features,
     NodeAllocationError,
@@ -103,11 +105,27 @@ class Simulation:
             # The stored cluster itself is malformed (a slice the allocator cannot read).
             raise WhatIfError("cluster", str(exc)) from exc
         self._base_state = state
+        # Seconds the search ran before the time budget ended it (None: within budget).
+        self.gave_up: float | None = None
+        self._budget = 0.0
         # True once placements were recorded on the allocator's copy of the state.
         self._dirty = True
         # A simulation is reused by later requests on the same view; one user at a time.
         self.lock = threading.Lock()
         self.reset()
+
+    def start_budget(self, seconds: float | None) -> None:
+        """Let the searches of one question run for at most `seconds` in total (None: no limit).
+
+        Past the budget every node not yet asked is answered "not evaluated" at once, so a
+        hostile or huge question ends within the budget with a partial answer.
+        """
+        self.gave_up = None
+        self._budget = seconds or 0.0
+        self.allocator.deadline = time.monotonic() + seconds if seconds else None
+
+    def end_budget(self) -> None:
+        self.allocator.deadline = None
 
     def reset(self) -> None:
         """Forget placements recorded since construction: back to the cluster's allocations."""
@@ -167,8 +185,15 @@ class Simulation:
             verdict.fits = True
             verdict.results = []
             return verdict
+        if self.gave_up is not None:
+            verdict.error = self.budget_message()
+            return verdict
         try:
             results = self.allocator.allocate(info, claims)
+        except AllocationTimeout as exc:
+            self.gave_up = exc.elapsed
+            verdict.error = self.budget_message()
+            return verdict
         except NodeAllocationError as exc:
             verdict.error = str(exc)
             return verdict
@@ -185,6 +210,9 @@ class Simulation:
         elif with_reasons:
             verdict.reports = explain(self.allocator, node=info, claims=claims)
         return verdict
+
+    def budget_message(self) -> str:
+        return f"not evaluated: gave up after the time budget of {self._budget:g} s"
 
     def class_expressions(self, claims: Sequence[JSON]) -> list[tuple[str, ...]]:
         """Per class the claims ask for, its selector expressions."""
