@@ -104,6 +104,12 @@ def selector_cache(*, consumable_capacity: bool, list_type_attributes: bool) -> 
         return cache
 
 
+def forget_selector_caches() -> None:
+    """Drop the selector caches (tests that need selectors evaluated again)."""
+    with _lock:
+        _selector_caches.clear()
+
+
 def _name(obj: JSON) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
