@@ -4,14 +4,17 @@ The bug this guards against: a CEL activation built in one request's thread was 
 thread, and any selector calling a library function (quantity, semver) then failed with "CEL
 runtime error: INTERNAL: No PyCelArena found" on every node. Every round starts with cold
 process-wide caches (cluster state, simulations, selector results, answers), so the threads
-build and share them while they race.
+build and share them while they race, and a churning thread keeps replacing the kept cluster
+state so the shared SliceCache drops and re-parses slices while the what-ifs use it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -142,8 +145,17 @@ def _serial_answers() -> dict[str, dict[str, Any]]:
     return answers
 
 
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Threads switch far more often than usual, so races on shared caches show up."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_what_ifs_match_serial_answers(demo) -> None:
+def test_concurrent_what_ifs_match_serial_answers(demo, fast_switching) -> None:
     """Eight threads asking different what-ifs at once get the serial answers, no CEL errors."""
     serial = _serial_answers()
     for name, answer in serial.items():
@@ -160,11 +172,28 @@ def test_concurrent_what_ifs_match_serial_answers(demo) -> None:
         finally:
             connections.close_all()
 
+    def churn(stop: threading.Event) -> None:
+        # A new snapshot replacing the kept one: the shared SliceCache drops and re-parses
+        # slices while the what-ifs parse slices and build pools from it.
+        try:
+            while not stop.wait(0.01):
+                forget_cluster_state()
+                forget_simulations()
+        finally:
+            connections.close_all()
+
     for _ in range(ROUNDS):
         _forget_everything()
         start = threading.Barrier(THREADS)
-        with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            results = list(pool.map(partial(ask, start=start), jobs))
+        stop = threading.Event()
+        churner = threading.Thread(target=churn, args=(stop,))
+        churner.start()
+        try:
+            with ThreadPoolExecutor(max_workers=THREADS) as pool:
+                results = list(pool.map(partial(ask, start=start), jobs))
+        finally:
+            stop.set()
+            churner.join()
         for name, answer in results:
             assert not _cel_errors(answer), (name, _cel_errors(answer)[:3])
             assert answer == serial[name], name
