@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 Topic = Literal[
     "nodes",
+    "namespaces",
     "classes",
     "pools",
     "slices",

@@ -16,6 +16,7 @@ class Kind(models.TextChoices):
     RESOURCE_QUOTA = "ResourceQuota"
     RESOURCE_CLASS = "ResourceClass"
     POD_SCHEDULING_CONTEXT = "PodSchedulingContext"
+    NAMESPACE = "Namespace"
 
 
 class DeviceState(models.TextChoices):

@@ -53,6 +53,15 @@ class Node(KubeObject):
         ordering = ["name"]
 
 
+class Namespace(KubeObject):
+    """A core/v1 Namespace: its labels decide what the API server admits there (admin access)."""
+
+    name = models.CharField(max_length=253, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+
 class DeviceClass(KubeObject):
     """A resource.k8s.io DeviceClass: selectors and config that requests refer to by name."""
 

@@ -8,6 +8,7 @@ holding devices with binding conditions last, exactly like upstream's experiment
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -312,10 +313,16 @@ class SliceCache:
     Objects are treated as immutable, as informer objects are: a slice object seen before is not
     parsed again, and what was derived from its devices (CEL content keys, attribute lookups,
     parsed quantities) is reused.
+
+    Threads: one cache is shared by concurrent what-if requests, so `retain` (a new snapshot) can
+    run while other threads parse slices and build pools. Changes to the slice map are made under
+    a lock, and `retain` walks a copy of the pool map, because allocators add pools to it without
+    the lock; a pool added to the map that `retain` just replaced is only built again later.
     """
 
     def __init__(self) -> None:
         self._by_id: dict[int, SliceInfo] = {}
+        self._lock = threading.Lock()
         # Pools built from cached slices, shared by the allocators that use this cache.
         self.pools: dict[tuple[Any, ...], Pool] = {}
 
@@ -324,7 +331,8 @@ class SliceCache:
         info = self._by_id.get(id(raw))
         if info is None or info.raw is not raw:
             info = SliceInfo.parse(raw, index=index)
-            self._by_id[id(raw)] = info
+            with self._lock:
+                self._by_id[id(raw)] = info
         return info
 
     def __len__(self) -> int:
@@ -337,22 +345,26 @@ class SliceCache:
         not change are the same objects and stay parsed. Returns how many slices were dropped.
         """
         keep = {id(raw) for raw in slices}
-        dropped = [key for key, info in self._by_id.items() if key not in keep]
-        for key in dropped:
-            del self._by_id[key]
-        if dropped:
+        with self._lock:
+            dropped = [key for key in self._by_id if key not in keep]
+            for key in dropped:
+                del self._by_id[key]
             kept_infos = {id(info) for info in self._by_id.values()}
+        if dropped:
+            # list() copies in one step; allocators may add pools meanwhile.
+            built = list(self.pools.items())
             self.pools = {
                 key: pool
-                for key, pool in self.pools.items()
+                for key, pool in built
                 if all(id(info) in kept_infos for part in key[1:] for info in part)
             }
         return len(dropped)
 
     def clear(self) -> None:
         """Forget every slice and pool, e.g. when a new snapshot replaces the old objects."""
-        self._by_id.clear()
-        self.pools.clear()
+        with self._lock:
+            self._by_id.clear()
+            self.pools = {}
 
 
 def _parse_device(raw: Any, *, driver: str, where: str) -> DeviceInfo:

@@ -1,9 +1,9 @@
 """What the API server and the scheduler refuse before any device is looked at.
 
 - Admin access: a ResourceClaim (or template) with a request asking for `adminAccess` may only be
-  created in a namespace labelled `resource.kubernetes.io/admin-access: "true"`. The dashboard
-  syncs no Namespaces, so the labels come from Namespace documents of the input; without one the
-  answer says the labels are unknown instead of guessing.
+  created in a namespace labelled `resource.kubernetes.io/admin-access: "true"`. The labels come
+  from a Namespace document of the input, else from the synced Namespace; a namespace that is
+  neither (not created yet, or never synced) gets "labels unknown" instead of a guess.
 - reservedFor: a claim can be reserved for at most 32 consumers where the cluster serves
   resource.k8s.io v1alpha2/v1alpha3, 256 from v1beta1 on; a claim already reserved for that
   many cannot take another pod.
@@ -55,8 +55,9 @@ def api_server_checks(
                         "claim": claim.ref,
                         "check": "adminAccess",
                         "allowed": None,
-                        "message": f"namespace labels unknown: {namespace} must be labelled "
-                        f'{ADMIN_ACCESS_LABEL}: "true" (paste the Namespace to check)',
+                        "message": f"namespace labels unknown: {namespace} is not synced and "
+                        f'must be labelled {ADMIN_ACCESS_LABEL}: "true" (paste the Namespace '
+                        "to check)",
                     }
                 )
             elif labels.get(ADMIN_ACCESS_LABEL) != "true":

@@ -1,8 +1,8 @@
 """`what_if`: the question users come for, answered over the synced cluster (read-only).
 
 Reads the database (cluster state, stored templates and claims a pod names, the namespace's
-ResourceQuotas), never writes it. Identical questions on an unchanged cluster are answered from
-the Django cache.
+ResourceQuotas, the labels of the claims' namespaces), never writes it. Identical questions on
+an unchanged cluster are answered from the Django cache.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from claims.whatif.pods import ParsedInput, distinct_claims, parse_input
 from claims.whatif.quota import admission
 from claims.whatif.state import ClusterView, build_view, cluster_state
 from dashboard.timings import observe_whatif_seconds
-from inventory.models import DeviceClass, SyncState
+from inventory.models import DeviceClass, Namespace, SyncState
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,23 @@ def scoped_quotas(namespace: str) -> list[str]:
 def _scoped(obj: Any) -> bool:
     spec = (obj or {}).get("spec") or {} if isinstance(obj, dict) else {}
     return bool(spec.get("scopes") or (spec.get("scopeSelector") or {}).get("matchExpressions"))
+
+
+def namespace_labels(parsed: ParsedInput) -> dict[str, dict[str, str]]:
+    """Labels of the input's namespaces: its Namespace documents first, then the synced ones.
+
+    Only namespaces the input's claims live in (and its default namespace) are read. A namespace
+    neither pasted nor synced is left out: its labels are unknown.
+    """
+    wanted = {parsed.namespace} | {
+        str((claim.obj.get("metadata") or {}).get("namespace") or "") for claim in parsed.claims
+    }
+    missing = sorted(wanted - set(parsed.namespaces) - {""})
+    stored = {
+        name: {str(k): str(v) for k, v in (labels or {}).items()}
+        for name, labels in Namespace.objects.filter(name__in=missing).values_list("name", "labels")
+    }
+    return {**stored, **parsed.namespaces}
 
 
 def extended_resource_mapping() -> dict[str, str]:
@@ -193,7 +210,8 @@ def what_if(
     database) or claims, and whose containers may ask for extended resources a DeviceClass backs
     (the scheduler's implicit claim); ResourceClaims and templates (without any pod: allocated
     together, like one pod's claims); a bare claim spec `{"devices": ...}`; Namespaces (their
-    labels decide the admin-access check). Other kinds are listed in `ignored`.
+    labels decide the admin-access check; without one, the synced Namespace's labels do). Other
+    kinds are listed in `ignored`.
     Pods are placed one after another, each seeing the devices the previous took; `gang` puts
     all the input's claims on one node instead (all or nothing).
     Options: `nodes` (names; `node` is one name) and `node_selector` (`k=v,k2 in (a,b)` or a
@@ -254,7 +272,8 @@ def what_if(
     quotas = namespace_quotas(parsed.namespace)
     scoped = scoped_quotas(parsed.namespace)
     served = served_claim_version()
-    key = _cache_key(parsed, options, fingerprint, quotas, extra=[scoped, served])
+    labels = namespace_labels(parsed)
+    key = _cache_key(parsed, options, fingerprint, quotas, extra=[scoped, served, labels])
     if use_cache:
         hit = cache.get(key)
         if hit is not None:
@@ -273,6 +292,7 @@ def what_if(
                 quotas=quotas,
                 scoped_quotas=scoped,
                 served_version=served,
+                namespaces=labels,
                 progress=progress,
                 simulation=sim,
             )
@@ -306,16 +326,22 @@ def answer_for(
     quotas: list[tuple[str, JSON, JSON]],
     scoped_quotas: Sequence[str] = (),
     served_version: str = "",
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
     progress: Progress | None = None,
     simulation: Simulation | None = None,
 ) -> JSON:
-    """The answer for parsed input over a cluster view (no database access)."""
+    """The answer for parsed input over a cluster view (no database access).
+
+    `namespaces` (name -> labels) are the namespaces whose labels are known; by default only
+    the input's own Namespace documents.
+    """
     sim = simulation or Simulation(view, features=options.feature_set())
     nodes = select_nodes(view.nodes, options)
     pods, cut_note = expand_daemons(parsed.pods, nodes)
     limit = reserved_for_limit(served_version)
     claims = distinct_claims(pods)
-    refused, checks = api_server_checks(claims, namespaces=parsed.namespaces, reserved_limit=limit)
+    known = parsed.namespaces if namespaces is None else namespaces
+    refused, checks = api_server_checks(claims, namespaces=known, reserved_limit=limit)
     gang = options.gang or len(pods) <= 1
     # The top-level answer (per-node fit, headroom, stranded devices) is about the gang or the
     # first pod; `pods` then places every pod one after another.

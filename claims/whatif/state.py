@@ -29,6 +29,8 @@ from claims.whatif.inputs import JSON, WhatIfError
 _SELECTOR_CACHE_LIMIT = 500_000
 
 _lock = threading.Lock()
+# Held while the database is read (see cluster_state); taken before _lock, never inside it.
+_read_lock = threading.Lock()
 _cached: ClusterState | None = None
 _slice_cache = SliceCache()
 _selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
@@ -53,18 +55,23 @@ def cluster_state(*, fingerprint: str | None = None) -> tuple[ClusterState, Slic
 
     One SliceCache lives as long as the process: a new read returns the same objects for slices
     that did not change, so only changed slices are parsed again and their pools rebuilt.
+    Reads are made one at a time: requests arriving together after a change wait for one read
+    instead of each making their own, and a slower, older read can never replace a newer one.
     """
     global _cached
     wanted = fingerprint or cluster_fingerprint()
-    with _lock:
-        cached = _cached
+    cached = _cached
     if cached is not None and cached.fingerprint == wanted:
         return cached, _slice_cache
-    state = read_cluster_state()
-    with _lock:
-        _slice_cache.retain(state.slices)
-        _cached = state
-        _settle_heap()
+    with _read_lock:
+        cached = _cached
+        if cached is not None and cached.fingerprint == wanted:
+            return cached, _slice_cache
+        state = read_cluster_state()
+        with _lock:
+            _slice_cache.retain(state.slices)
+            _cached = state
+            _settle_heap()
     return state, _slice_cache
 
 
@@ -102,6 +109,12 @@ def selector_cache(*, consumable_capacity: bool, list_type_attributes: bool) -> 
             )
             _selector_caches[key] = cache
         return cache
+
+
+def forget_selector_caches() -> None:
+    """Drop the selector caches (tests that need selectors evaluated again)."""
+    with _lock:
+        _selector_caches.clear()
 
 
 def _name(obj: JSON) -> str:

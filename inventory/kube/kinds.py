@@ -1,7 +1,7 @@
 """The kinds the dashboard syncs: API group, plural, scope and the versions each era served.
 
 Versions are listed newest first; discovery watches the first one the server serves. Core kinds
-(Node, Pod, ResourceQuota) are always `v1` and need no discovery.
+(Node, Namespace, Pod, ResourceQuota) are always `v1` and need no discovery.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ KINDS: dict[str, KindSpec] = {
     spec.kind: spec
     for spec in (
         KindSpec(Kind.NODE, "", "nodes", False, ("v1",)),
+        KindSpec(Kind.NAMESPACE, "", "namespaces", False, ("v1",)),
         KindSpec(Kind.DEVICE_CLASS, DRA_GROUP, "deviceclasses", False, _STRUCTURED),
         KindSpec(Kind.RESOURCE_SLICE, DRA_GROUP, "resourceslices", False, DRA_VERSIONS),
         KindSpec(Kind.DEVICE_TAINT_RULE, DRA_GROUP, "devicetaintrules", False, _STRUCTURED),

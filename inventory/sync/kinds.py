@@ -1,4 +1,4 @@
-"""How the cluster-scoped inventory kinds map onto rows: nodes, classes, taint rules."""
+"""How the cluster-scoped inventory kinds map onto rows: nodes, namespaces, classes, taint rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from inventory.choices import Kind
-from inventory.models import DeviceClass, DeviceTaintRule, KubeObject, Node, ResourceClass
+from inventory.models import (
+    DeviceClass,
+    DeviceTaintRule,
+    KubeObject,
+    Namespace,
+    Node,
+    ResourceClass,
+)
 from inventory.sync.core import JSON, BatchResult, KindHandler, delete_row, register
 
 
@@ -27,6 +34,11 @@ def node_columns(obj: JSON) -> JSON:
 def delete_node(row: KubeObject, result: BatchResult) -> None:
     result.touch("nodes", row.name)
     row.delete()
+
+
+def namespace_columns(obj: JSON) -> JSON:
+    # Name and labels are common columns; the admin-access check reads only the labels.
+    return {}
 
 
 def device_class_columns(obj: JSON) -> JSON:
@@ -58,6 +70,16 @@ def register_inventory_kinds() -> None:
     register(
         KindHandler(
             Kind.NODE, Node, node_columns, delete_node, "nodes", live_id=lambda row: row.name
+        )
+    )
+    register(
+        KindHandler(
+            Kind.NAMESPACE,
+            Namespace,
+            namespace_columns,
+            delete_row("namespaces"),
+            "namespaces",
+            live_id=lambda row: row.name,
         )
     )
     register(

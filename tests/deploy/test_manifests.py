@@ -70,13 +70,13 @@ def test_cluster_role_is_read_only_without_wildcards() -> None:
         for field in ("verbs", "resources", "apiGroups"):
             assert all("*" not in item for item in rule[field]), field
         assert "nonResourceURLs" not in rule
-        # Names cannot narrow list or watch; only a get (kube-system, the cluster identity) may.
-        assert "resourceNames" not in rule or set(rule["verbs"]) == {"get"}
+        # Names cannot narrow list or watch, and every synced kind is listed and watched.
+        assert "resourceNames" not in rule
 
 
 def test_cluster_role_covers_every_synced_kind() -> None:
-    """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas, and the
-    kube-system namespace whose uid names the cluster."""
+    """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas and
+    namespaces, each with get, list and watch."""
     granted = {
         (group, resource)
         for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]
@@ -97,12 +97,8 @@ def test_cluster_role_covers_every_synced_kind() -> None:
     want = {("resource.k8s.io", r) for r in resource_kinds}
     want |= {("", r) for r in ("nodes", "pods", "resourcequotas", "namespaces")}
     assert granted == want
-    (identity,) = [
-        r
-        for r in one("ClusterRole", "dra-dashboard-reader")["rules"]
-        if "namespaces" in r["resources"]
-    ]
-    assert identity["resourceNames"] == ["kube-system"] and identity["verbs"] == ["get"]
+    for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]:
+        assert sorted(rule["verbs"]) == ["get", "list", "watch"]
 
 
 def test_binding_gives_the_role_to_the_service_account() -> None:

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from claims.choices import ClaimState
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
-from inventory.models import Device, DeviceClass, Node, Pool, ResourceSlice
+from inventory.models import Device, DeviceClass, Namespace, Node, Pool, ResourceSlice
 from inventory.snapshot import SnapshotError, import_files, import_texts, write_snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "snapshot"
@@ -64,7 +64,14 @@ def test_only_pods_with_claims_are_kept(small_cluster):
     """Pods that reference no claims are not stored; untracked kinds are reported."""
     assert list(Pod.objects.values_list("name", flat=True)) == ["train-0-pod"]
     assert Pod.objects.get().container_claims == {"main": ["gpu"]}
-    assert small_cluster.ignored["Namespace"] == 1
+    assert small_cluster.ignored == {"ConfigMap": 1}
+
+
+def test_namespaces_are_imported_with_their_labels(small_cluster):
+    """Namespace documents are stored with their labels (what-if's admin-access check)."""
+    namespace = Namespace.objects.get(name="team-a")
+    assert namespace.labels == {"resource.kubernetes.io/admin-access": "true"}
+    assert small_cluster.objects["Namespace"] == 1
 
 
 def test_invalid_input_names_file_document_and_field(db):
@@ -145,8 +152,8 @@ def test_export_then_import_round_trips(small_cluster, tmp_path):
     count = write_snapshot(out, fmt="yaml")
     exported = yaml.safe_load(out.getvalue())
     assert exported["kind"] == "List"
-    # 2 nodes, 1 class, 2 slices, 2 claims and the one pod that uses a claim.
-    assert count == len(exported["items"]) == 8
+    # 2 nodes, 1 namespace, 1 class, 2 slices, 2 claims and the one pod that uses a claim.
+    assert count == len(exported["items"]) == 9
     path = tmp_path / "export.yaml"
     path.write_text(out.getvalue())
     report = import_files([path])

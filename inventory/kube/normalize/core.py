@@ -1,4 +1,5 @@
-"""Core kinds the dashboard reads (Node, Pod, ResourceQuota): light checks of the fields it uses.
+"""Core kinds the dashboard reads (Node, Namespace, Pod, ResourceQuota): light checks of the
+fields it uses.
 
 Pods from 1.27-1.30 name their claim under `source`; that moves up to the flat 1.31+ form.
 """
@@ -35,6 +36,8 @@ KINDS: dict[str, Obj] = {
             conditions=ListOf(_NODE_CONDITION),
         ),
     ),
+    # Only metadata (labels) is read; the rest passes through unchecked.
+    "Namespace": obj(spec=obj(finalizers=STRINGS), status=obj(phase=STR)),
     "Pod": obj(
         spec=obj(
             nodeName=STR,

@@ -18,6 +18,19 @@ def node(name: str, *, ready: bool = True) -> JSON:
     }
 
 
+def namespace(name: str, *, labels: dict[str, str] | None = None) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/metadata.name": name, **(labels or {})},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
 def device_class(name: str) -> JSON:
     expression = f'device.driver == "{DRIVER}"'
     return {
