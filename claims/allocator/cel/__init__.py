@@ -20,13 +20,20 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
   RE2 rejects (backreferences, lookaround) is a compile error, as in cel-go, which compiles
   constant patterns with the program (see ``claims.allocator.cel.checks``).
 
-Not available, because this binding cannot express them (its parser has no hook for macros and
-its values cannot be opaque Python objects): the two-variable comprehensions (``all(i, v, ...)``,
-``exists(i, v, ...)``, ``existsOne``, ``transformList``, ``transformMap``,
-``transformMapEntry``), the lists extension's ``sortBy`` macro, the IP/CIDR library (``ip()``,
-``cidr()``, ``isIP``, ``isCIDR`` and their methods), the URL library (``url()``, ``isURL`` and
-the getters), the strings extension's ``format`` and Kubernetes' ``format.named()`` library.
-Selectors using them fail to compile with "undeclared reference"; upstream would accept them.
+* The two-variable comprehensions (``all(i, v, P)``, ``exists``, ``existsOne``/``exists_one``,
+  ``transformList``, ``transformMap``, ``transformMapEntry``, each over a list's indexes and
+  values or a map's keys and values) and the lists extension's ``sortBy``, which are macros
+  that this binding's parser cannot be taught: the expression is rewritten before compiling
+  into cel.bind and the one-variable macros (see ``claims.allocator.cel.macros``). Compile
+  errors still point into the user's text. Differences: the iteration variables of the
+  two-variable forms are ``dyn`` (upstream types them, so some type errors surface only at
+  evaluation), and elements of ``sortBy``/``sort`` with equal keys keep their order.
+
+Not available, because this binding cannot express them (its values cannot be opaque Python
+objects): the IP/CIDR library (``ip()``, ``cidr()``, ``isIP``, ``isCIDR`` and their methods),
+the URL library (``url()``, ``isURL`` and the getters), the strings extension's ``format`` and
+Kubernetes' ``format.named()`` library. Selectors using them fail to compile with "undeclared
+reference"; upstream would accept them.
 
 Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
 dispatches overloads by value kind, not by full type):
@@ -72,6 +79,7 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 from claims.allocator.cel import functions as fn
 from claims.allocator.cel.checks import static_errors
 from claims.allocator.cel.cost import estimate_cost
+from claims.allocator.cel.macros import MacroError, public_message, rewrite_macros
 from claims.allocator.cel.rewrite import rewrite_domain_lookups
 
 __all__ = [
@@ -274,6 +282,15 @@ def _clean_message(message: str) -> str:
     return message.strip()
 
 
+def _located(expression: str, error: MacroError) -> str:
+    # The layout of cel-go's (and cel-cpp's) parse errors.
+    before = expression[: error.offset]
+    line = before.count("\n") + 1
+    column = error.offset - (before.rfind("\n") + 1) + 1
+    text = expression.split("\n")[line - 1]
+    return f"ERROR: <input>:{line}:{column}: {error}\n | {text}\n | {'.' * (column - 1)}^"
+
+
 class CompiledSelector:
     """A compiled device selector; ``matches`` evaluates it for one device."""
 
@@ -300,12 +317,14 @@ class CompiledSelector:
             result = self._program.eval(_activation(self._env, data))
         except Exception as exc:  # cel-cpp reports every failure as RuntimeError
             raise CELError(
-                f"CEL runtime error: {_clean_message(str(exc))}", expression=self.expression
+                f"CEL runtime error: {public_message(_clean_message(str(exc)))}",
+                expression=self.expression,
             ) from exc
         value = result.value()
         if result.type() == cel.Type.ERROR or isinstance(value, BaseException):
             raise CELError(
-                f"CEL runtime error: {_clean_message(str(value))}", expression=self.expression
+                f"CEL runtime error: {public_message(_clean_message(str(value)))}",
+                expression=self.expression,
             )
         if value is True or value is False:
             return value
@@ -335,11 +354,18 @@ def compile_selector(expression: str, *, options: CELOptions = CELOptions()) -> 
 def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
     env = _environment(options)
     try:
-        checked = env.compile(expression)
-    except Exception as exc:
+        expanded = rewrite_macros(expression)
+    except MacroError as exc:
         raise CELError(
-            f"CEL compile error: compilation failed: {_clean_message(str(exc))}",
+            f"CEL compile error: compilation failed: {_located(expression, exc)}",
             expression=expression,
+        ) from exc
+    try:
+        checked = env.compile(expanded.text)
+    except Exception as exc:
+        message = expanded.remap_errors(_clean_message(str(exc)))
+        raise CELError(
+            f"CEL compile error: compilation failed: {message}", expression=expression
         ) from exc
     result_type = checked.return_type()
     if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
@@ -362,8 +388,8 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             expression=expression,
         )
     program = checked
-    rewritten = rewrite_domain_lookups(expression)
-    if rewritten != expression:
+    rewritten = rewrite_domain_lookups(expanded.text)
+    if rewritten != expanded.text:
         try:
             program = env.compile(rewritten)
         except Exception:  # keep the original program; only the missing-domain default is lost
