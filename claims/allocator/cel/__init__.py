@@ -29,11 +29,15 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
   two-variable forms are ``dyn`` (upstream types them, so some type errors surface only at
   evaluation), and elements of ``sortBy``/``sort`` with equal keys keep their order.
 
+* Kubernetes' IP and CIDR libraries (``ip()``, ``isIP``, ``ip.isCanonical``, ``cidr()``,
+  ``isCIDR`` and their methods, ``string()`` of both), parsing and printing like Go's
+  ``net/netip`` with its error messages (``claims.allocator.cel.netaddr``, ``net_lib``).
+  ``type(ip("..."))`` is a map type here, not ``net.IP``.
+
 Not available, because this binding cannot express them (its values cannot be opaque Python
-objects): the IP/CIDR library (``ip()``, ``cidr()``, ``isIP``, ``isCIDR`` and their methods),
-the URL library (``url()``, ``isURL`` and the getters), the strings extension's ``format`` and
-Kubernetes' ``format.named()`` library. Selectors using them fail to compile with "undeclared
-reference"; upstream would accept them.
+objects): the URL library (``url()``, ``isURL`` and the getters), the strings extension's
+``format`` and Kubernetes' ``format.named()`` library. Selectors using them fail to compile with
+"undeclared reference"; upstream would accept them.
 
 Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
 dispatches overloads by value kind, not by full type):
@@ -47,6 +51,9 @@ dispatches overloads by value kind, not by full type):
   so ``==`` ignores build metadata like upstream's ``Semver.Equal``.
 * The ``device`` variable is a ``map(string, dyn)``: a misspelt field such as ``device.drivr``
   fails at evaluation ("no such key") instead of at compile time.
+* An IP is a CEL ``map(bool, string)`` and a CIDR a ``map(int, string)`` holding Go's canonical
+  text, types nothing else uses, so the checker keeps them apart from each other and from
+  quantities; compile errors name them ``net.IP`` and ``net.CIDR`` as upstream does.
 * The missing-domain default is implemented by rewriting ``device.attributes[X]`` and
   ``device.capacity[X]`` (and ``.X`` selections) into optional lookups
   ``device.attributes[?X].orValue({})`` before compiling; errors are reported against the
@@ -95,6 +102,8 @@ __all__ = [
 
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
 MAX_COST: Final = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
+# string(ip) and string(cidr) calls retargeted per compilation (one checker run each).
+_MAX_RETARGETS: Final = 32
 
 
 class CELError(Exception):
@@ -360,13 +369,24 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             f"CEL compile error: compilation failed: {_located(expression, exc)}",
             expression=expression,
         ) from exc
-    try:
-        checked = env.compile(expanded.text)
-    except Exception as exc:
-        message = expanded.remap_errors(_clean_message(str(exc)))
+    checked = None
+    for _ in range(_MAX_RETARGETS):
+        try:
+            checked = env.compile(expanded.text)
+            break
+        except Exception as exc:
+            retargeted = expanded.retarget_string(str(exc))
+            if retargeted is None:
+                message = expanded.remap_errors(_clean_message(str(exc)))
+                raise CELError(
+                    f"CEL compile error: compilation failed: {message}", expression=expression
+                ) from exc
+            expanded = retargeted
+    if checked is None:
         raise CELError(
-            f"CEL compile error: compilation failed: {message}", expression=expression
-        ) from exc
+            "CEL compile error: compilation failed: too many string() conversions",
+            expression=expression,
+        )
     result_type = checked.return_type()
     if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
         raise CELError(

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from claims.allocator.cel.library import TYPE_NAMES
 from claims.allocator.cel.rewrite import TOKEN
 
 __all__ = ["HELPERS", "MacroError", "Rewritten", "rewrite_macros"]
@@ -37,7 +38,8 @@ KEYS: Final = "__keys__"
 MAP_OF: Final = "__mapOf__"
 MAP_MERGE: Final = "__mapMerge__"
 SORT_BY: Final = "__sortBy__"
-HELPERS: Final = (KEYS, MAP_OF, MAP_MERGE, SORT_BY)
+NET_STRING: Final = "__netString__"
+HELPERS: Final = (KEYS, MAP_OF, MAP_MERGE, SORT_BY, NET_STRING)
 _BOUND: Final = "__input{}__"
 
 _QUANTIFIERS: Final = {"all": "all", "exists": "exists", "existsOne": "exists_one"}
@@ -96,13 +98,32 @@ class Rewritten:
     def remap_errors(self, message: str) -> str:
         """cel-cpp's ``ERROR: <input>:L:C: ...`` report, pointing into the user's text."""
         if self.text == self.original:
-            return message
+            return public_message(message)
         reports: dict[str, str] = {}
         for match in _ERROR.finditer(message):
             location, report = self._remap_one(match)
             # One report per place: a bad range also fails the helpers built around it.
             reports.setdefault(location, report)
         return "\n".join(reports.values()) if reports else message
+
+    def retarget_string(self, message: str) -> Rewritten | None:
+        """The text with the ``string(...)`` call that the checker could not apply to an IP or
+        CIDR calling ``__netString__`` instead; None when the message reports no such call."""
+        match = _STRING_OVERLOAD.search(message)
+        if match is None:
+            return None
+        lines = self.text.split("\n")
+        line, column = int(match["line"]), int(match["column"])
+        paren = sum(len(part) + 1 for part in lines[: line - 1]) + column - 1
+        start = len(self.text[:paren].rstrip())
+        if self.text[start - 6 : start] != "string" or paren >= len(self.text):
+            return None
+        start -= 6
+        text = self.text[:start] + NET_STRING + self.text[start + 6 :]
+        origin = (
+            self.origin[:start] + (self.origin[start],) * len(NET_STRING) + self.origin[start + 6 :]
+        )
+        return Rewritten(self.original, text, origin)
 
     def _remap_one(self, match: re.Match[str]) -> tuple[str, str]:
         line, column = int(match["line"]), int(match["column"])
@@ -123,6 +144,10 @@ class Rewritten:
 _ERROR: Final = re.compile(
     r"ERROR: <input>:(?P<line>\d+):(?P<column>\d+): (?P<message>[^\n]*)\n \| [^\n]*\n \| \.*\^"
 )
+_STRING_OVERLOAD: Final = re.compile(
+    r"ERROR: <input>:(?P<line>\d+):(?P<column>\d+): found no matching overload for 'string' "
+    r"applied to '\((map\(bool, string\)|map\(int, string\))\)'"
+)
 _RANGE_ERROR: Final = re.compile(rf"found no matching overload for '{KEYS}' applied to '\((.*)\)'")
 
 
@@ -135,7 +160,9 @@ def public_message(message: str) -> str:
     )
     message = message.replace(f"{KEYS}(", "range(").replace(f"'{KEYS}'", "'range'")
     message = message.replace(MAP_OF, "cel.@mapInsert").replace(MAP_MERGE, "cel.@mapInsert")
-    return message.replace(SORT_BY, "@sortByAssociatedKeys")
+    for ours, upstream in TYPE_NAMES:
+        message = message.replace(ours, upstream)
+    return message.replace(SORT_BY, "@sortByAssociatedKeys").replace(NET_STRING, "string")
 
 
 def _tokens(text: str) -> list[_Token]:
