@@ -34,10 +34,11 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
   ``net/netip`` with its error messages (``claims.allocator.cel.netaddr``, ``net_lib``).
   ``type(ip("..."))`` is a map type here, not ``net.IP``.
 
-Not available, because this binding cannot express them (its values cannot be opaque Python
-objects): the URL library (``url()``, ``isURL`` and the getters), the strings extension's
-``format`` and Kubernetes' ``format.named()`` library. Selectors using them fail to compile with
-"undeclared reference"; upstream would accept them.
+* Kubernetes' URL library (``url()``, ``isURL`` and the getters), parsing and printing like
+  Go's ``net/url`` with its error messages (``claims.allocator.cel.gourl``, ``url_lib``).
+
+Not available: the strings extension's ``format`` and Kubernetes' ``format.named()`` library.
+Selectors using them fail to compile with "undeclared reference"; upstream would accept them.
 
 Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
 dispatches overloads by value kind, not by full type):
@@ -51,9 +52,10 @@ dispatches overloads by value kind, not by full type):
   so ``==`` ignores build metadata like upstream's ``Semver.Equal``.
 * The ``device`` variable is a ``map(string, dyn)``: a misspelt field such as ``device.drivr``
   fails at evaluation ("no such key") instead of at compile time.
-* An IP is a CEL ``map(bool, string)`` and a CIDR a ``map(int, string)`` holding Go's canonical
-  text, types nothing else uses, so the checker keeps them apart from each other and from
-  quantities; compile errors name them ``net.IP`` and ``net.CIDR`` as upstream does.
+* An IP is a CEL ``map(bool, string)``, a CIDR a ``map(int, string)`` and a URL a
+  ``map(string, bool)``, each holding Go's canonical text: types nothing else uses, so the
+  checker keeps them apart from each other and from quantities, and compile errors name them
+  ``net.IP``, ``net.CIDR`` and ``kubernetes.URL`` as upstream does.
 * The missing-domain default is implemented by rewriting ``device.attributes[X]`` and
   ``device.capacity[X]`` (and ``.X`` selections) into optional lookups
   ``device.attributes[?X].orValue({})`` before compiling; errors are reported against the

@@ -23,6 +23,7 @@ from claims.allocator.cel import (
     quantity_lib,
     semver_lib,
     string_lib,
+    url_lib,
 )
 from claims.allocator.cel.library import QUANTITY, SEMVER, FunctionError, Overloads
 from claims.allocator.cel.quantity_lib import quantity_value
@@ -41,6 +42,7 @@ def declarations(*, includes: bool) -> list[Any]:
         string_lib.overloads(),
         macro_lib.overloads(),
         net_lib.overloads(),
+        url_lib.overloads(),
     )
     for library in libraries:
         for name, overloads in library.items():

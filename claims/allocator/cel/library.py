@@ -21,6 +21,7 @@ __all__ = [
     "QUANTITY",
     "SEMVER",
     "TYPE_NAMES",
+    "URL",
     "IP",
     "FunctionError",
     "Overloads",
@@ -38,8 +39,13 @@ SEMVER: Final = cel.Type.List(cel.Type.STRING)
 # Map types nothing else uses, so the checker tells these values apart (see net_lib).
 IP: Final = cel.Type.Map(cel.Type.BOOL, cel.Type.STRING)
 CIDR: Final = cel.Type.Map(cel.Type.INT, cel.Type.STRING)
+URL: Final = cel.Type.Map(cel.Type.STRING, cel.Type.BOOL)
 # How the checker's messages name these types, and how upstream names them.
-TYPE_NAMES: Final = (("map(bool, string)", "net.IP"), ("map(int, string)", "net.CIDR"))
+TYPE_NAMES: Final = (
+    ("map(bool, string)", "net.IP"),
+    ("map(int, string)", "net.CIDR"),
+    ("map(string, bool)", "kubernetes.URL"),
+)
 LIST: Final = cel.Type.List(cel.Type.DYN)
 MAP: Final = cel.Type.Map(cel.Type.DYN, cel.Type.DYN)
 # cel_expr_python's runtime does not dispatch a ``dyn`` parameter to arbitrary values, so a
