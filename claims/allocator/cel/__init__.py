@@ -37,8 +37,14 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
 * Kubernetes' URL library (``url()``, ``isURL`` and the getters), parsing and printing like
   Go's ``net/url`` with its error messages (``claims.allocator.cel.gourl``, ``url_lib``).
 
-Not available: the strings extension's ``format`` and Kubernetes' ``format.named()`` library.
-Selectors using them fail to compile with "undeclared reference"; upstream would accept them.
+* The strings extension's ``format`` (cel-go's formatter before version 4, which Kubernetes'
+  version 2 uses), with cel-go's output and messages for strings, ints, uints, bools, bytes,
+  null, lists and maps and ``%s`` of doubles. ``%f``/``%e`` do not reproduce the en_US locale
+  printer's digit grouping, and timestamps, durations and type values cannot be formatted (see
+  ``claims.allocator.cel.format_lib``).
+
+Not available: Kubernetes' ``format.named()`` library (Kubernetes object name formats), which
+DRA selectors have no use for. Selectors using it fail to compile with "undeclared reference".
 
 Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
 dispatches overloads by value kind, not by full type):

@@ -198,7 +198,7 @@ class _Estimator:
             cost += size * max(size.bit_length(), 1)
         elif function == "lists.range":
             size = 1000
-        elif function in {"replace", "join", "flatten"}:
+        elif function in {"replace", "join", "flatten", "format"}:
             # Replacements can grow a string by the replacement per character; flatten and join
             # produce everything their input holds.
             size = _cap(max(sizes, default=0) * max(max(sizes, default=1), 1))

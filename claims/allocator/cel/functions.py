@@ -17,6 +17,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from claims.allocator.cel import (
+    format_lib,
     list_lib,
     macro_lib,
     net_lib,
@@ -43,6 +44,7 @@ def declarations(*, includes: bool) -> list[Any]:
         macro_lib.overloads(),
         net_lib.overloads(),
         url_lib.overloads(),
+        format_lib.overloads(),
     )
     for library in libraries:
         for name, overloads in library.items():

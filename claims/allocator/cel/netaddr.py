@@ -20,7 +20,17 @@ class AddrError(ValueError):
 
 def go_quote(text: str) -> str:
     """Go's ``strconv.Quote`` for the strings that appear in these messages."""
-    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    escapes = {
+        '"': '\\"',
+        "\\": "\\\\",
+        "\a": "\\a",
+        "\b": "\\b",
+        "\f": "\\f",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+        "\v": "\\v",
+    }
     out = []
     for char in text:
         if char in escapes:
