@@ -12,14 +12,13 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
   with "no such key".
 * Kubernetes' CEL libraries that cel-cpp lacks, as custom functions: quantity, semver, lists
   (``isSorted sum min max indexOf lastIndexOf``), regex (``find findAll``), the strings
-  extension, sets, a part of the lists extension and ``includes`` (with
+  extension, sets, the lists extension and ``includes`` (with
   ``CELOptions.list_type_attributes``). cel-cpp's own strings extension cannot be added: its
   ``indexOf``/``lastIndexOf`` would clash with the lists library's.
 * Regular expressions are RE2 everywhere: cel-cpp's built-in ``matches`` already is, and
   ``find``/``findAll`` use ``google-re2``, so matching is linear in time. A constant pattern that
   RE2 rejects (backreferences, lookaround) is a compile error, as in cel-go, which compiles
   constant patterns with the program (see ``claims.allocator.cel.checks``).
-
 * The two-variable comprehensions (``all(i, v, P)``, ``exists``, ``existsOne``/``exists_one``,
   ``transformList``, ``transformMap``, ``transformMapEntry``, each over a list's indexes and
   values or a map's keys and values) and the lists extension's ``sortBy``, which are macros
@@ -27,16 +26,14 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
   into cel.bind and the one-variable macros (see ``claims.allocator.cel.macros``). Compile
   errors still point into the user's text. Differences: the iteration variables of the
   two-variable forms are ``dyn`` (upstream types them, so some type errors surface only at
-  evaluation), and elements of ``sortBy``/``sort`` with equal keys keep their order.
-
+  evaluation), and elements of ``sortBy``/``sort`` with equal keys keep their order. (cel-go's
+  lists extension has no ``first``/``last``, so neither has this environment.)
 * Kubernetes' IP and CIDR libraries (``ip()``, ``isIP``, ``ip.isCanonical``, ``cidr()``,
   ``isCIDR`` and their methods, ``string()`` of both), parsing and printing like Go's
   ``net/netip`` with its error messages (``claims.allocator.cel.netaddr``, ``net_lib``).
   ``type(ip("..."))`` is a map type here, not ``net.IP``.
-
 * Kubernetes' URL library (``url()``, ``isURL`` and the getters), parsing and printing like
   Go's ``net/url`` with its error messages (``claims.allocator.cel.gourl``, ``url_lib``).
-
 * The strings extension's ``format`` (cel-go's formatter before version 4, which Kubernetes'
   version 2 uses), with cel-go's output and messages for strings, ints, uints, bools, bytes,
   null, lists and maps and ``%s`` of doubles. ``%f``/``%e`` do not reproduce the en_US locale
