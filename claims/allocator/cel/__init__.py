@@ -12,21 +12,36 @@ This is the only module that imports ``cel_expr_python``. It mirrors the environ
   with "no such key".
 * Kubernetes' CEL libraries that cel-cpp lacks, as custom functions: quantity, semver, lists
   (``isSorted sum min max indexOf lastIndexOf``), regex (``find findAll``), the strings
-  extension, sets, a part of the lists extension and ``includes`` (with
+  extension, sets, the lists extension and ``includes`` (with
   ``CELOptions.list_type_attributes``). cel-cpp's own strings extension cannot be added: its
   ``indexOf``/``lastIndexOf`` would clash with the lists library's.
 * Regular expressions are RE2 everywhere: cel-cpp's built-in ``matches`` already is, and
   ``find``/``findAll`` use ``google-re2``, so matching is linear in time. A constant pattern that
   RE2 rejects (backreferences, lookaround) is a compile error, as in cel-go, which compiles
   constant patterns with the program (see ``claims.allocator.cel.checks``).
+* The two-variable comprehensions (``all(i, v, P)``, ``exists``, ``existsOne``/``exists_one``,
+  ``transformList``, ``transformMap``, ``transformMapEntry``, each over a list's indexes and
+  values or a map's keys and values) and the lists extension's ``sortBy``, which are macros
+  that this binding's parser cannot be taught: the expression is rewritten before compiling
+  into cel.bind and the one-variable macros (see ``claims.allocator.cel.macros``). Compile
+  errors still point into the user's text. Differences: the iteration variables of the
+  two-variable forms are ``dyn`` (upstream types them, so some type errors surface only at
+  evaluation), and elements of ``sortBy``/``sort`` with equal keys keep their order. (cel-go's
+  lists extension has no ``first``/``last``, so neither has this environment.)
+* Kubernetes' IP and CIDR libraries (``ip()``, ``isIP``, ``ip.isCanonical``, ``cidr()``,
+  ``isCIDR`` and their methods, ``string()`` of both), parsing and printing like Go's
+  ``net/netip`` with its error messages (``claims.allocator.cel.netaddr``, ``net_lib``).
+  ``type(ip("..."))`` is a map type here, not ``net.IP``.
+* Kubernetes' URL library (``url()``, ``isURL`` and the getters), parsing and printing like
+  Go's ``net/url`` with its error messages (``claims.allocator.cel.gourl``, ``url_lib``).
+* The strings extension's ``format`` (cel-go's formatter before version 4, which Kubernetes'
+  version 2 uses), with cel-go's output and messages for strings, ints, uints, bools, bytes,
+  null, lists and maps and ``%s`` of doubles. ``%f``/``%e`` do not reproduce the en_US locale
+  printer's digit grouping, and timestamps, durations and type values cannot be formatted (see
+  ``claims.allocator.cel.format_lib``).
 
-Not available, because this binding cannot express them (its parser has no hook for macros and
-its values cannot be opaque Python objects): the two-variable comprehensions (``all(i, v, ...)``,
-``exists(i, v, ...)``, ``existsOne``, ``transformList``, ``transformMap``,
-``transformMapEntry``), the lists extension's ``sortBy`` macro, the IP/CIDR library (``ip()``,
-``cidr()``, ``isIP``, ``isCIDR`` and their methods), the URL library (``url()``, ``isURL`` and
-the getters), the strings extension's ``format`` and Kubernetes' ``format.named()`` library.
-Selectors using them fail to compile with "undeclared reference"; upstream would accept them.
+Not available: Kubernetes' ``format.named()`` library (Kubernetes object name formats), which
+DRA selectors have no use for. Selectors using it fail to compile with "undeclared reference".
 
 Representation choices (cel_expr_python 0.1.3 cannot carry opaque Python values, and its runtime
 dispatches overloads by value kind, not by full type):
@@ -40,6 +55,10 @@ dispatches overloads by value kind, not by full type):
   so ``==`` ignores build metadata like upstream's ``Semver.Equal``.
 * The ``device`` variable is a ``map(string, dyn)``: a misspelt field such as ``device.drivr``
   fails at evaluation ("no such key") instead of at compile time.
+* An IP is a CEL ``map(bool, string)``, a CIDR a ``map(int, string)`` and a URL a
+  ``map(string, bool)``, each holding Go's canonical text: types nothing else uses, so the
+  checker keeps them apart from each other and from quantities, and compile errors name them
+  ``net.IP``, ``net.CIDR`` and ``kubernetes.URL`` as upstream does.
 * The missing-domain default is implemented by rewriting ``device.attributes[X]`` and
   ``device.capacity[X]`` (and ``.X`` selections) into optional lookups
   ``device.attributes[?X].orValue({})`` before compiling; errors are reported against the
@@ -72,6 +91,7 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 from claims.allocator.cel import functions as fn
 from claims.allocator.cel.checks import static_errors
 from claims.allocator.cel.cost import estimate_cost
+from claims.allocator.cel.macros import MacroError, public_message, rewrite_macros
 from claims.allocator.cel.rewrite import rewrite_domain_lookups
 
 __all__ = [
@@ -87,6 +107,8 @@ __all__ = [
 
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
 MAX_COST: Final = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
+# string(ip) and string(cidr) calls retargeted per compilation (one checker run each).
+_MAX_RETARGETS: Final = 32
 
 
 class CELError(Exception):
@@ -274,6 +296,15 @@ def _clean_message(message: str) -> str:
     return message.strip()
 
 
+def _located(expression: str, error: MacroError) -> str:
+    # The layout of cel-go's (and cel-cpp's) parse errors.
+    before = expression[: error.offset]
+    line = before.count("\n") + 1
+    column = error.offset - (before.rfind("\n") + 1) + 1
+    text = expression.split("\n")[line - 1]
+    return f"ERROR: <input>:{line}:{column}: {error}\n | {text}\n | {'.' * (column - 1)}^"
+
+
 class CompiledSelector:
     """A compiled device selector; ``matches`` evaluates it for one device."""
 
@@ -300,12 +331,14 @@ class CompiledSelector:
             result = self._program.eval(_activation(self._env, data))
         except Exception as exc:  # cel-cpp reports every failure as RuntimeError
             raise CELError(
-                f"CEL runtime error: {_clean_message(str(exc))}", expression=self.expression
+                f"CEL runtime error: {public_message(_clean_message(str(exc)))}",
+                expression=self.expression,
             ) from exc
         value = result.value()
         if result.type() == cel.Type.ERROR or isinstance(value, BaseException):
             raise CELError(
-                f"CEL runtime error: {_clean_message(str(value))}", expression=self.expression
+                f"CEL runtime error: {public_message(_clean_message(str(value)))}",
+                expression=self.expression,
             )
         if value is True or value is False:
             return value
@@ -335,12 +368,30 @@ def compile_selector(expression: str, *, options: CELOptions = CELOptions()) -> 
 def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
     env = _environment(options)
     try:
-        checked = env.compile(expression)
-    except Exception as exc:
+        expanded = rewrite_macros(expression)
+    except MacroError as exc:
         raise CELError(
-            f"CEL compile error: compilation failed: {_clean_message(str(exc))}",
+            f"CEL compile error: compilation failed: {_located(expression, exc)}",
             expression=expression,
         ) from exc
+    checked = None
+    for _ in range(_MAX_RETARGETS):
+        try:
+            checked = env.compile(expanded.text)
+            break
+        except Exception as exc:
+            retargeted = expanded.retarget_string(str(exc))
+            if retargeted is None:
+                message = expanded.remap_errors(_clean_message(str(exc)))
+                raise CELError(
+                    f"CEL compile error: compilation failed: {message}", expression=expression
+                ) from exc
+            expanded = retargeted
+    if checked is None:
+        raise CELError(
+            "CEL compile error: compilation failed: too many string() conversions",
+            expression=expression,
+        )
     result_type = checked.return_type()
     if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
         raise CELError(
@@ -362,8 +413,8 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             expression=expression,
         )
     program = checked
-    rewritten = rewrite_domain_lookups(expression)
-    if rewritten != expression:
+    rewritten = rewrite_domain_lookups(expanded.text)
+    if rewritten != expanded.text:
         try:
             program = env.compile(rewritten)
         except Exception:  # keep the original program; only the missing-domain default is lost

@@ -64,6 +64,10 @@ _SIZED_RESULTS: Final = frozenset(
         "sum",
         "first",
         "last",
+        # Helpers of the rewritten two-variable comprehensions (claims.allocator.cel.macros).
+        "__keys__",
+        "__mapOf__",
+        "__mapMerge__",
     ]
 )
 
@@ -95,6 +99,9 @@ def _cap(value: int) -> int:
 class _Estimator:
     def __init__(self) -> None:
         self.sizes: dict[str, list[int]] = {}
+        # Accumulators currently being stepped, and what their step appends: (count, size).
+        self.accumulators: set[str] = set()
+        self.appends: dict[str, tuple[int, int]] = {}
 
     def _bind(self, name: str, size: int) -> None:
         self.sizes.setdefault(name, []).append(size)
@@ -176,10 +183,22 @@ class _Estimator:
             size = DEVICE_VALUE_SIZE if function in {"min", "max", "sum"} else 0
         elif function == "_+_":
             size = sum(sizes)
+            appended = self._appended(fields)
+            if appended is not None:
+                # accu + [x, ...] in a map/filter step: the list grows by the literal's length,
+                # its elements are no larger than before or than the literal's.
+                name, count = appended
+                size = max(sizes[0] + count, sizes[1])
+                previous = self.appends.get(name, (0, 0))
+                self.appends[name] = (max(previous[0], count), max(previous[1], sizes[1]))
             cost += size // 10
+        elif function in {"sort", "__sortBy__"}:
+            # cel-go charges a sort n * log2(n) comparisons (ext/lists.go).
+            size = max(sizes, default=0)
+            cost += size * max(size.bit_length(), 1)
         elif function == "lists.range":
             size = 1000
-        elif function in {"replace", "join", "flatten"}:
+        elif function in {"replace", "join", "flatten", "format"}:
             # Replacements can grow a string by the replacement per character; flatten and join
             # produce everything their input holds.
             size = _cap(max(sizes, default=0) * max(max(sizes, default=1), 1))
@@ -194,6 +213,20 @@ class _Estimator:
             cost += max(sizes, default=0) // 10
         return _Estimate(_cap(cost), _cap(size))
 
+    def _appended(self, fields: dict[int, list[int | bytes]]) -> tuple[str, int] | None:
+        """(accumulator, literal length) when a call is ``accumulator + [literal list]``."""
+        args = [a for a in fields.get(3, []) if isinstance(a, bytes)]
+        if len(args) != 2:
+            return None
+        ident = _first(_message(args[0]), 4)
+        items = _first(_message(args[1]), 7)
+        if ident is None or items is None:
+            return None
+        name = (_first(_message(ident), 1) or b"").decode()
+        if name not in self.accumulators:
+            return None
+        return name, len(_message(items).get(1, []))
+
     def _comprehension(self, fields: dict[int, list[int | bytes]]) -> _Estimate:
         iter_var = (_first(fields, 1) or b"").decode()
         accu_var = (_first(fields, 3) or b"").decode()
@@ -205,10 +238,21 @@ class _Estimator:
         # the step is sized with the initial accumulator, then what one step adds is assumed to
         # be added on every iteration, and touching the grown accumulator costs its size.
         self._bind(accu_var, init.size)
+        outer = accu_var in self.accumulators
+        self.accumulators.add(accu_var)
+        saved = self.appends.pop(accu_var, None)
         condition = self.expr(_first(fields, 5))
         step = self.expr(_first(fields, 6))
+        appended = self.appends.pop(accu_var, None)
+        if saved is not None:
+            self.appends[accu_var] = saved
+        if not outer:
+            self.accumulators.discard(accu_var)
         self._unbind(accu_var)
         accu_size = _cap(init.size + iterations * max(step.size - init.size, 0))
+        if appended is not None:
+            count, item_size = appended
+            accu_size = _cap(max(init.size + iterations * count, item_size))
         if iterations:
             accu_size = max(accu_size, step.size)
         self._bind(accu_var, accu_size)

@@ -16,7 +16,16 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from claims.allocator.cel import list_lib, quantity_lib, semver_lib, string_lib
+from claims.allocator.cel import (
+    format_lib,
+    list_lib,
+    macro_lib,
+    net_lib,
+    quantity_lib,
+    semver_lib,
+    string_lib,
+    url_lib,
+)
 from claims.allocator.cel.library import QUANTITY, SEMVER, FunctionError, Overloads
 from claims.allocator.cel.quantity_lib import quantity_value
 from claims.allocator.cel.semver_lib import semver_value
@@ -32,6 +41,10 @@ def declarations(*, includes: bool) -> list[Any]:
         semver_lib.overloads(),
         list_lib.overloads(includes=includes),
         string_lib.overloads(),
+        macro_lib.overloads(),
+        net_lib.overloads(),
+        url_lib.overloads(),
+        format_lib.overloads(),
     )
     for library in libraries:
         for name, overloads in library.items():

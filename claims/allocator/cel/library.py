@@ -12,6 +12,7 @@ from typing import Any, Final
 from cel_expr_python import cel
 
 __all__ = [
+    "CIDR",
     "INT64_MAX",
     "INT64_MIN",
     "KINDS",
@@ -19,6 +20,9 @@ __all__ = [
     "MAP",
     "QUANTITY",
     "SEMVER",
+    "TYPE_NAMES",
+    "URL",
+    "IP",
     "FunctionError",
     "Overloads",
     "check_int",
@@ -32,6 +36,16 @@ INT64_MAX: Final = (1 << 63) - 1
 
 QUANTITY: Final = cel.Type.Map(cel.Type.UINT, cel.Type.DYN)
 SEMVER: Final = cel.Type.List(cel.Type.STRING)
+# Map types nothing else uses, so the checker tells these values apart (see net_lib).
+IP: Final = cel.Type.Map(cel.Type.BOOL, cel.Type.STRING)
+CIDR: Final = cel.Type.Map(cel.Type.INT, cel.Type.STRING)
+URL: Final = cel.Type.Map(cel.Type.STRING, cel.Type.BOOL)
+# How the checker's messages name these types, and how upstream names them.
+TYPE_NAMES: Final = (
+    ("map(bool, string)", "net.IP"),
+    ("map(int, string)", "net.CIDR"),
+    ("map(string, bool)", "kubernetes.URL"),
+)
 LIST: Final = cel.Type.List(cel.Type.DYN)
 MAP: Final = cel.Type.Map(cel.Type.DYN, cel.Type.DYN)
 # cel_expr_python's runtime does not dispatch a ``dyn`` parameter to arbitrary values, so a

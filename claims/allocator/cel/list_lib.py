@@ -25,7 +25,7 @@ from claims.allocator.cel.quantity_lib import from_quantity, is_quantity, to_fra
 from claims.allocator.cel.semver_lib import is_semver, to_semver
 from claims.allocator.quantity import Quantity
 
-__all__ = ["MAX_INCLUDES_LIST", "MAX_RANGE", "overloads"]
+__all__ = ["MAX_INCLUDES_LIST", "MAX_RANGE", "overloads", "sort_by_keys"]
 
 # Upstream's includes() refuses longer lists to bound its cost.
 MAX_INCLUDES_LIST: Final = 48
@@ -149,15 +149,58 @@ def _range(count: int) -> list[int]:
 
 
 def _slice(values: list[Any], start: int, end: int) -> list[Any]:
-    if start < 0 or end < 0 or start > end or end > len(values):
-        raise FunctionError(f"cannot slice({start}, {end}) a list of size {len(values)}")
+    if start < 0 or end < 0:
+        raise FunctionError(f"cannot slice({start}, {end}), negative indexes not supported")
+    if start > end:
+        raise FunctionError(
+            f"cannot slice({start}, {end}), start index must be less than or equal to end index"
+        )
+    if end > len(values):
+        raise FunctionError(f"cannot slice({start}, {end}), list is length {len(values)}")
     return values[start:end]
 
 
-def _sort(values: list[Any]) -> list[Any]:
-    keys = _keys(values)
-    order = sorted(range(len(values)), key=lambda i: keys[i])
+def _category(value: object) -> tuple[str, Any]:
+    if is_quantity(value):
+        return "quantity", to_fraction(value)
+    if is_semver(value):
+        return "semver", to_semver(value)
+    if isinstance(value, (bool, int, float, str, bytes)):
+        return type(value).__name__, value
+    raise FunctionError("list elements must be comparable")
+
+
+def sort_by_keys(values: list[Any], keys: list[Any]) -> list[Any]:
+    """cel-go's ``@sortByAssociatedKeys``: ``values`` ordered by ``keys``.
+
+    Keys must be comparable and of one type ("list elements must be comparable", "list elements
+    must have the same type"). Elements with equal keys keep their order; Go's ``sort.Slice``
+    does so for lists of up to 12 elements (insertion sort) but not always for longer ones,
+    where upstream's order of ties is unspecified.
+    """
+    if len(values) != len(keys):
+        raise FunctionError(
+            "@sortByAssociatedKeys() expected a list of the same size as the associated keys "
+            f"list, but got {len(values)} and {len(keys)} elements respectively"
+        )
+    if not values:
+        return values
+    first, _ = _category(keys[0])
+    sortable = []
+    for key in keys:
+        try:
+            kind, comparable = _category(key)
+        except FunctionError:
+            kind, comparable = "", None
+        if kind != first:
+            raise FunctionError("list elements must have the same type")
+        sortable.append(comparable)
+    order = sorted(range(len(values)), key=lambda i: sortable[i])
     return [values[i] for i in order]
+
+
+def _sort(values: list[Any]) -> list[Any]:
+    return sort_by_keys(values, values)
 
 
 def _sets_contains(values: list[Any], items: list[Any]) -> bool:

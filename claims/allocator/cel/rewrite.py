@@ -11,15 +11,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["rewrite_domain_lookups"]
+__all__ = ["TOKEN", "rewrite_domain_lookups"]
 
-_TOKEN: Final = re.compile(
+TOKEN: Final = re.compile(
     r"""
     (?P<space>\s+|//[^\n]*)
   | (?P<string>(?:[rR]?[bB]?|[bB]?[rR]?)(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"
         |'(?:\\.|[^\\'\n])*'|"(?:\\.|[^\\"\n])*"))
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<number>\d[\w.]*)
+  | (?P<number>0[xX][0-9a-fA-F]+[uU]?|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?[uU]?)
   | (?P<punct>\[\?|\?\.|&&|\|\||==|!=|<=|>=|.)
     """,
     re.VERBOSE | re.DOTALL,
@@ -28,7 +28,7 @@ _MAPS: Final = frozenset({"attributes", "capacity"})
 
 
 def _tokens(expression: str) -> list[tuple[str, str]]:
-    return [(m.lastgroup or "", m.group()) for m in _TOKEN.finditer(expression)]
+    return [(m.lastgroup or "", m.group()) for m in TOKEN.finditer(expression)]
 
 
 def rewrite_domain_lookups(expression: str) -> str:

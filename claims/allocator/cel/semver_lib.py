@@ -29,8 +29,14 @@ def _semver(text: str) -> Semver:
 
 
 def is_semver(value: object) -> bool:
-    """Whether a CEL value has the shape of a Semver."""
-    return isinstance(value, list) and len(value) == 1 and isinstance(value[0], str)
+    """Whether a CEL value has the shape of a Semver (a list of one valid version string)."""
+    if not (isinstance(value, list) and len(value) == 1 and isinstance(value[0], str)):
+        return False
+    try:
+        _semver(value[0])
+    except SemverError:
+        return False  # a plain list of one string, such as ["world"]
+    return True
 
 
 def to_semver(value: object) -> Semver:
