@@ -22,7 +22,7 @@ from claims.allocator.types import (
     AllocationError,
     Features,
     ScenarioError,
-    parse_quantity,
+    quantity_field,
 )
 
 _EMPTY_MAP: dict[str, Any] = {}
@@ -170,7 +170,7 @@ class DeviceInfo:
             for index, entry in enumerate(self.consumes_counters_raw):
                 where = f"{self.where}.consumesCounters[{index}]"
                 counters = {
-                    name: parse_quantity(
+                    name: quantity_field(
                         (value or {}).get("value"), where=f"{where}.counters.{name}.value"
                     )
                     for name, value in (entry.get("counters") or {}).items()
@@ -198,17 +198,17 @@ class CapacityInfo:
         """Parse one entry of `device.capacity`."""
         if not isinstance(raw, dict):
             raise ScenarioError(f"{where}: expected an object with a value")
-        info = cls(value=parse_quantity(raw.get("value"), where=f"{where}.value"))
+        info = cls(value=quantity_field(raw.get("value"), where=f"{where}.value"))
         policy = raw.get("requestPolicy")
         if policy is not None:
             info.has_policy = True
             if policy.get("default") is not None:
-                info.default = parse_quantity(
+                info.default = quantity_field(
                     policy["default"], where=f"{where}.requestPolicy.default"
                 )
             if policy.get("validValues") is not None:
                 info.valid_values = [
-                    parse_quantity(v, where=f"{where}.requestPolicy.validValues")
+                    quantity_field(v, where=f"{where}.requestPolicy.validValues")
                     for v in policy["validValues"]
                 ]
             valid_range = policy.get("validRange")
@@ -216,7 +216,7 @@ class CapacityInfo:
                 info.valid_range = True
                 for key in ("min", "max", "step"):
                     if valid_range.get(key) is not None:
-                        quantity = parse_quantity(
+                        quantity = quantity_field(
                             valid_range[key], where=f"{where}.requestPolicy.validRange.{key}"
                         )
                         setattr(info, f"range_{key}", quantity)
@@ -252,7 +252,7 @@ class SliceInfo:
         for index, entry in enumerate(self.shared_counters_raw):
             where = f"ResourceSlice {self.name}: spec.sharedCounters[{index}]"
             counters = {
-                name: parse_quantity(
+                name: quantity_field(
                     (value or {}).get("value"), where=f"{where}.counters.{name}.value"
                 )
                 for name, value in (entry.get("counters") or {}).items()

@@ -11,7 +11,7 @@ from typing import Any
 
 from claims.allocator.limits import check_claim
 from claims.allocator.quantity import Quantity
-from claims.allocator.types import JSON, ScenarioError, parse_quantity
+from claims.allocator.types import JSON, ScenarioError, quantity_field
 
 
 @dataclass
@@ -53,7 +53,7 @@ class RequestView:
             requests = capacity_raw.get("requests")
             if requests is not None:
                 capacity_requests = {
-                    key: parse_quantity(value, where=f"{where}.capacity.requests.{key}")
+                    key: quantity_field(value, where=f"{where}.capacity.requests.{key}")
                     for key, value in requests.items()
                 }
         admin = None if subrequest else raw.get("adminAccess")

@@ -101,8 +101,8 @@ def device_id_str(device_id: DeviceID) -> str:
     return "/".join(device_id)
 
 
-def parse_quantity(value: Any, *, where: str) -> Quantity:
-    """Parse a quantity string from an object, naming the field on failure."""
+def quantity_field(value: Any, *, where: str) -> Quantity:
+    """The quantity in a field of an object (`where` names it in the error)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ScenarioError(f"{where}: expected a quantity string, got {value!r}")
     try:
@@ -235,7 +235,7 @@ class AllocatedState:
                     self.insert_capacity(
                         device_id,
                         {
-                            name: parse_quantity(value, where=f"{where} consumedCapacity.{name}")
+                            name: quantity_field(value, where=f"{where} consumedCapacity.{name}")
                             for name, value in consumed.items()
                         },
                     )
@@ -272,7 +272,7 @@ class AllocatedState:
                     sub_capacity(
                         existing,
                         {
-                            name: parse_quantity(value, where=f"{where} consumedCapacity.{name}")
+                            name: quantity_field(value, where=f"{where} consumedCapacity.{name}")
                             for name, value in consumed.items()
                         },
                     )
@@ -324,7 +324,7 @@ class AllocatedState:
                     f"allocatedCapacity[{index}]: needs driver, pool and device"
                 ) from exc
             consumed = {
-                name: parse_quantity(value, where=f"allocatedCapacity[{index}].{name}")
+                name: quantity_field(value, where=f"allocatedCapacity[{index}].{name}")
                 for name, value in (entry.get("consumedCapacity") or {}).items()
             }
             state.insert_capacity(device_id, consumed)
