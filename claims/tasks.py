@@ -50,8 +50,37 @@ def _store(job: dict[str, Any]) -> None:
     publish_changes({"whatif": [job["id"]]})
 
 
-def create_job(request: dict[str, Any]) -> dict[str, Any]:
-    """Store a queued job for `request` and queue it (run inline without a worker)."""
+class TooManyJobs(Exception):
+    """The user already has as many unfinished what-if jobs as settings allow."""
+
+
+def _owner_key(owner: str) -> str:
+    return f"dra-dashboard:whatif-jobs:{owner}"
+
+
+def unfinished_jobs(owner: str) -> list[str]:
+    """Ids of the owner's jobs that are queued or running (expired ones drop out)."""
+    ids = cache.get(_owner_key(owner)) or []
+    alive = []
+    for job_id in ids:
+        job = get_job(job_id)
+        if job is not None and job["status"] in ("queued", "running"):
+            alive.append(job_id)
+    return alive
+
+
+def create_job(request: dict[str, Any], *, owner: str = "") -> dict[str, Any]:
+    """Store a queued job for `request` and queue it (run inline without a worker).
+
+    Raises TooManyJobs when `owner` already has settings.WHATIF_JOBS_PER_USER unfinished jobs.
+    """
+    if owner:
+        alive = unfinished_jobs(owner)
+        if len(alive) >= settings.WHATIF_JOBS_PER_USER:
+            raise TooManyJobs(
+                f"{len(alive)} what-if jobs of yours are still queued or running "
+                f"(at most {settings.WHATIF_JOBS_PER_USER}); wait for one to finish"
+            )
     job = {
         "id": uuid.uuid4().hex,
         "status": "queued",
@@ -61,6 +90,8 @@ def create_job(request: dict[str, Any]) -> dict[str, Any]:
         "created": time.time(),
     }
     _store(job)
+    if owner:
+        cache.set(_owner_key(owner), [*alive, job["id"]], JOB_CACHE_SECONDS)
     run_what_if_job.delay(job["id"], {k: request.get(k) for k in REQUEST_KEYS})
     return get_job(job["id"]) or job
 

@@ -264,5 +264,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 WHATIF_BUDGET_SECONDS = env_int("WHATIF_BUDGET_SECONDS", 5, minimum=1)
 WHATIF_JOB_BUDGET_SECONDS = env_int("WHATIF_JOB_BUDGET_SECONDS", 120, minimum=1)
 DIAGNOSIS_BUDGET_SECONDS = env_int("DIAGNOSIS_BUDGET_SECONDS", 2, minimum=1)
+# Unfinished what-if jobs one user may have at a time (more: 429).
+WHATIF_JOBS_PER_USER = env_int("WHATIF_JOBS_PER_USER", 3, minimum=1)
 READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

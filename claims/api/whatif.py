@@ -21,9 +21,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from claims.tasks import create_job, get_job
+from claims.tasks import TooManyJobs, create_job, get_job
 from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
-from claims.whatif.request import REQUEST_KEYS, run_request
+from claims.whatif.request import REQUEST_KEYS, check_request, run_request
 from inventory.kube.documents import DocumentError, Limits, check_value, decode
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
@@ -202,16 +202,25 @@ class WhatIfJobListView(APIView):
 
     @extend_schema(
         request=WhatIfRequestSerializer,
-        responses={202: WhatIfJobSerializer, 400: WhatIfErrorSerializer},
+        responses={
+            202: WhatIfJobSerializer,
+            400: WhatIfErrorSerializer,
+            429: OpenApiResponse(description="Too many unfinished jobs of this user."),
+        },
         examples=[_EXAMPLE],
         summary="Queue a what-if job",
     )
     def post(self, request: Request) -> Response:
         try:
             body = read_request(request)
+            # Bad input is a 400 now, not a job that fails later.
+            check_request(body)
         except WhatIfError as exc:
             return _bad(exc)
-        job = create_job(body)
+        try:
+            job = create_job(body, owner=str(request.user.pk or ""))
+        except TooManyJobs as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         return Response(job, status=status.HTTP_202_ACCEPTED)
 
 

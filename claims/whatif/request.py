@@ -12,9 +12,9 @@ from typing import Any
 from claims.whatif.engine import Progress
 from claims.whatif.inputs import JSON, WhatIfError
 from claims.whatif.options import REQUEST_KEYS
-from claims.whatif.service import what_if
+from claims.whatif.service import check_question, what_if
 
-__all__ = ["REQUEST_KEYS", "run_request"]
+__all__ = ["REQUEST_KEYS", "check_request", "run_request"]
 
 
 def run_request(
@@ -33,6 +33,23 @@ def run_request(
             gang=request.get("gang"),
             progress=progress,
             budget=budget,
+        )
+    except (RecursionError, MemoryError) as exc:
+        raise WhatIfError("yaml", f"input too complex: {type(exc).__name__}") from exc
+
+
+def check_request(request: Mapping[str, Any]) -> None:
+    """Refuse a request `run_request` would refuse for its input, before any search runs."""
+    try:
+        check_question(
+            request.get("yaml"),
+            nodes=request.get("nodes"),
+            node_selector=request.get("nodeSelector"),
+            count=request["count"] if request.get("count") is not None else 1,
+            assume=request.get("assume"),
+            features=request.get("features"),
+            namespace=request.get("namespace"),
+            gang=request.get("gang"),
         )
     except (RecursionError, MemoryError) as exc:
         raise WhatIfError("yaml", f"input too complex: {type(exc).__name__}") from exc

@@ -185,6 +185,38 @@ def _cache_key(
     return _CACHE_PREFIX + hashlib.sha256(text.encode()).hexdigest()
 
 
+def check_question(
+    source: Any,
+    *,
+    nodes: Sequence[str] | str | None = None,
+    node_selector: str | Mapping[str, str] | None = None,
+    count: int | str = 1,
+    assume: Sequence[Mapping[str, Any]] | None = None,
+    features: Mapping[str, bool] | None = None,
+    namespace: str | None = None,
+    gang: bool | str | None = False,
+) -> None:
+    """Raise WhatIfError when `what_if` would refuse this input, without allocating anything.
+
+    Jobs call it before they are queued, so bad input is a 400 at once, not a failed job later.
+    """
+    parse_options(
+        nodes=nodes,
+        node_selector=node_selector,
+        count=count,
+        assume=assume,
+        features=features,
+        explain=False,
+        gang=gang,
+    )
+    parse_input(
+        source,
+        namespace=namespace,
+        lookup=lambda kind, ns, name: lookup_object(kind=kind, namespace=ns, name=name),
+        extended=extended_resource_mapping(),
+    )
+
+
 def what_if(
     source: Any,
     *,
