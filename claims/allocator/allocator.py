@@ -224,8 +224,13 @@ class Allocator:
         finally:
             self.num_allocate_one += run.num_allocate_one
         if outcome != DONE:
-            if any(pool.is_invalid for pool in run.pools):
-                raise NodeAllocationError("invalid resource pools were encountered")
+            invalid = [pool for pool in run.pools if pool.is_invalid]
+            if invalid:
+                # Upstream's words first (callers match them), then which pools and why.
+                named = "; ".join(
+                    f"{pool.driver}/{pool.name}: {pool.invalid_reason}" for pool in invalid
+                )
+                raise NodeAllocationError(f"invalid resource pools were encountered ({named})")
             return None
         return [build_result(run, claim_index) for claim_index in range(len(run.claims))]
 
