@@ -44,6 +44,7 @@ from prometheus_client.registry import Collector
 from claims.allocator.quantity import exact_amount
 from claims.choices import ClaimState
 from claims.devices.counts import pool_device_counts
+from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
 from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
 from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, SyncState
@@ -115,6 +116,46 @@ def device_metrics() -> list[Metric]:
         for state in ("total", "allocated", "free", "tainted"):
             by_class.add_metric([device_class.name, state], per_driver[driver][state])
     return [total, allocated, free, tainted, by_class]
+
+
+def pool_status_metrics() -> list[Metric]:
+    """The numbers of GET /api/inventory/pool-status/ (upstream's PoolStatus) for every pool."""
+    _, statuses = pool_statuses(PoolStatusFilter(), limit=None)
+    devices = _gauge(
+        "pool_status_devices",
+        "PoolStatus device counts: state is total, allocated, available or unavailable "
+        "(not allocated but tainted, blocked or unhealthy). Unset for pools with a "
+        "validation error.",
+        ("driver", "pool", "state"),
+    )
+    invalid = _gauge(
+        "pool_status_validation_error",
+        "1 when the pool has a PoolStatus validationError (its newest generation is incomplete).",
+        ("driver", "pool"),
+    )
+    partitions = _gauge(
+        "pool_status_partition_devices",
+        "PoolStatus partitionSummary: devices per partition type (state total) and how many "
+        "more fit the shared counters left (state allocatable).",
+        ("driver", "pool", "attribute", "type", "state"),
+    )
+    fields = (
+        ("total", "totalDevices"),
+        ("allocated", "allocatedDevices"),
+        ("available", "availableDevices"),
+        ("unavailable", "unavailableDevices"),
+    )
+    for entry in statuses:
+        key = [entry["driver"], entry["poolName"]]
+        invalid.add_metric(key, 1 if "validationError" in entry else 0)
+        for state, field in fields:
+            if field in entry:
+                devices.add_metric([*key, state], entry[field])
+        for summary in entry.get("partitionSummary", []):
+            labels = [*key, summary["attribute"], summary["type"]]
+            partitions.add_metric([*labels, "total"], summary["total"])
+            partitions.add_metric([*labels, "allocatable"], summary["allocatable"])
+    return [devices, invalid, partitions]
 
 
 def counter_metrics() -> list[Metric]:
@@ -350,6 +391,7 @@ class DashboardCollector(Collector):
                     cursor.execute("SET LOCAL jit = off")
             families = [
                 *device_metrics(),
+                *pool_status_metrics(),
                 *counter_metrics(),
                 *capacity_metrics(),
                 *claim_metrics(now),
