@@ -221,7 +221,6 @@ def dra_extended_names() -> frozenset[str]:
     global _dra_names
     now = time.monotonic()
     if _dra_names is None or now - _dra_names[0] > DRA_NAMES_SECONDS:
-
         names = DeviceClass.objects.exclude(extended_resource_name="").values_list(
             "extended_resource_name", flat=True
         )

@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, URLResolver, path
 
-from claims import views
+from claims import report_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("pools/", views.pool_list, name="pool-list"),
@@ -14,4 +14,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("claims/<str:namespace>/<str:name>/", views.claim_detail, name="claim-detail"),
     path("templates/", views.template_list, name="template-list"),
     path("quotas/", views.quota_list, name="quota-list"),
+    path("leaks/", report_views.leak_list, name="leak-list"),
 ]

@@ -45,6 +45,8 @@ from claims.allocator.quantity import exact_amount
 from claims.choices import ClaimState
 from claims.devices.counts import pool_device_counts
 from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
+from claims.leaks import KINDS as LEAK_KINDS
+from claims.leaks import find_leaks
 from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
 from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, SyncState
@@ -156,6 +158,27 @@ def pool_status_metrics() -> list[Metric]:
             partitions.add_metric([*labels, "total"], summary["total"])
             partitions.add_metric([*labels, "allocatable"], summary["allocatable"])
     return [devices, invalid, partitions]
+
+
+def leak_metrics(now: datetime) -> list[Metric]:
+    """Leaked allocations per kind (see claims.leaks), and the oldest known age per kind."""
+    count = _gauge("leaks", "Claims holding devices for nobody, per leak kind.", ("kind",))
+    oldest = _gauge(
+        "leak_oldest_age_seconds",
+        "Age of the oldest leak of each kind whose start is known (absent when none is).",
+        ("kind",),
+    )
+    counts = dict.fromkeys(LEAK_KINDS, 0)
+    ages: dict[str, float] = {}
+    for leak in find_leaks(now=now):
+        counts[leak.kind] += 1
+        if leak.since is not None:
+            ages[leak.kind] = max(ages.get(leak.kind, 0.0), (now - leak.since).total_seconds())
+    for kind in LEAK_KINDS:
+        count.add_metric([kind], counts[kind])
+        if kind in ages:
+            oldest.add_metric([kind], ages[kind])
+    return [count, oldest]
 
 
 def counter_metrics() -> list[Metric]:
@@ -395,6 +418,7 @@ class DashboardCollector(Collector):
                 *counter_metrics(),
                 *capacity_metrics(),
                 *claim_metrics(now),
+                *leak_metrics(now),
                 *sync_metrics(now),
             ]
         families.extend(whatif_metrics())

@@ -259,4 +259,6 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # /metrics answers a matching `Authorization: Bearer <token>`, a signed-in user, or anyone with
 # PUBLIC_READ on.
 READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
+# Leaks: an allocated claim reserved for nobody for longer than this is reported as leaked.
+LEAK_UNRESERVED_SECONDS = env_int("LEAK_UNRESERVED_SECONDS", 600, minimum=0)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

@@ -23,6 +23,7 @@ from claims.devices.poolstatus import (
     PoolStatusFilter,
     pool_status_request,
 )
+from claims.leaks import leak_report
 
 
 class PoolStatusQuerySerializer(serializers.Serializer[Any]):
@@ -69,3 +70,14 @@ class PoolStatusView(APIView):
         except PoolStatusError as error:
             field = "class" if spec.device_class and "DeviceClass" in str(error) else "limit"
             raise ValidationError({field: [str(error)]}) from error
+
+
+class LeakView(APIView):
+    """Claims holding devices for nobody: allocated and unreserved for longer than
+    DASHBOARD_LEAK_UNRESERVED_SECONDS, reserved for pods that are gone or finished, owned by a
+    pod that is gone, or holding devices of pools that no longer exist; each with since when
+    and where that time comes from."""
+
+    @extend_schema(responses=OpenApiResponse(description="Leaks with counts and ages per kind."))
+    def get(self, request: Request) -> Response:
+        return Response(leak_report())

@@ -26,12 +26,14 @@ INVENTORY_ROUTES = (
 )
 
 inventory_urlpatterns: list[URLPattern | URLResolver] = [
+    path("leaks/", reports.LeakView.as_view(), name="leaks"),
     path("utilisation/pools/", views.PoolUtilisationView.as_view(), name="utilisation-pools"),
     path("utilisation/classes/", views.ClassUtilisationView.as_view(), name="utilisation-classes"),
     path("pool-status/", reports.PoolStatusView.as_view(), name="pool-status"),
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("leaks/", reports.LeakView.as_view(), name="leaks"),
     path("what-if/", whatif.WhatIfView.as_view(), name="what-if"),
     path("what-if/jobs/", whatif.WhatIfJobListView.as_view(), name="what-if-jobs"),
     path("what-if/jobs/<str:job_id>/", whatif.WhatIfJobDetailView.as_view(), name="what-if-job"),
