@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from claims.choices import ClaimState
+from claims.devices.health import resource_health_of
 from claims.models import (
     AllocatedDevice,
     PodSchedulingContext,
@@ -301,6 +302,7 @@ def pod_columns(obj: JSON) -> JSON:
         "resource_claims": spec.get("resourceClaims") or [],
         "container_claims": containers,
         "claim_statuses": status.get("resourceClaimStatuses") or [],
+        "resource_health": resource_health_of(obj),
     }
 
 
