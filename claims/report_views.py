@@ -21,5 +21,5 @@ def leak_list(request: HttpRequest) -> HttpResponse:
         template="claims/leak_list.html",
         context={"report": report, "kinds": KINDS, "kind": kind},
         fragments={"table": "claims/_leak_table.html"},
-        live=["claims"],
+        live=["claims", "pods", "pools"],
     )
