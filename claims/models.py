@@ -123,6 +123,11 @@ class Pod(NamespacedObject):
     resource_claims = models.JSONField(default=list, blank=True)
     container_claims = models.JSONField(default=dict, blank=True)
     claim_statuses = models.JSONField(default=list, blank=True)
+    resource_health = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="DRA entries of status.containerStatuses[].allocatedResourcesStatus, flattened.",
+    )
 
     class Meta:
         ordering = ["namespace", "name"]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from claims.choices import ClaimState
+from claims.devices.health import resource_health_of
 from claims.models import (
     AllocatedDevice,
     PodSchedulingContext,
@@ -231,7 +232,6 @@ def dra_extended_names() -> frozenset[str]:
     global _dra_names
     now = time.monotonic()
     if _dra_names is None or now - _dra_names[0] > DRA_NAMES_SECONDS:
-
         names = DeviceClass.objects.exclude(extended_resource_name="").values_list(
             "extended_resource_name", flat=True
         )
@@ -312,6 +312,7 @@ def pod_columns(obj: JSON) -> JSON:
         "resource_claims": spec.get("resourceClaims") or [],
         "container_claims": containers,
         "claim_statuses": status.get("resourceClaimStatuses") or [],
+        "resource_health": resource_health_of(obj),
     }
 
 

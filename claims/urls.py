@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, URLResolver, path
 
-from claims import object_views, views
+from claims import object_views, report_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("pools/", views.pool_list, name="pool-list"),
@@ -34,4 +34,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
         object_views.template_detail,
         name="template-detail",
     ),
+    path("leaks/", report_views.leak_list, name="leak-list"),
 ]

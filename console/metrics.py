@@ -44,6 +44,9 @@ from prometheus_client.registry import Collector
 from claims.allocator.quantity import exact_amount
 from claims.choices import ClaimState
 from claims.devices.counts import pool_device_counts
+from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
+from claims.leaks import KINDS as LEAK_KINDS
+from claims.leaks import find_leaks
 from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
 from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, SyncState
@@ -115,6 +118,67 @@ def device_metrics() -> list[Metric]:
         for state in ("total", "allocated", "free", "tainted"):
             by_class.add_metric([device_class.name, state], per_driver[driver][state])
     return [total, allocated, free, tainted, by_class]
+
+
+def pool_status_metrics() -> list[Metric]:
+    """The numbers of GET /api/inventory/pool-status/ (upstream's PoolStatus) for every pool."""
+    _, statuses = pool_statuses(PoolStatusFilter(), limit=None)
+    devices = _gauge(
+        "pool_status_devices",
+        "PoolStatus device counts: state is total, allocated, available or unavailable "
+        "(not allocated but tainted, blocked or unhealthy). Unset for pools with a "
+        "validation error.",
+        ("driver", "pool", "state"),
+    )
+    invalid = _gauge(
+        "pool_status_validation_error",
+        "1 when the pool has a PoolStatus validationError (its newest generation is incomplete).",
+        ("driver", "pool"),
+    )
+    partitions = _gauge(
+        "pool_status_partition_devices",
+        "PoolStatus partitionSummary: devices per partition type (state total) and how many "
+        "more fit the shared counters left (state allocatable).",
+        ("driver", "pool", "attribute", "type", "state"),
+    )
+    fields = (
+        ("total", "totalDevices"),
+        ("allocated", "allocatedDevices"),
+        ("available", "availableDevices"),
+        ("unavailable", "unavailableDevices"),
+    )
+    for entry in statuses:
+        key = [entry["driver"], entry["poolName"]]
+        invalid.add_metric(key, 1 if "validationError" in entry else 0)
+        for state, field in fields:
+            if field in entry:
+                devices.add_metric([*key, state], entry[field])
+        for summary in entry.get("partitionSummary", []):
+            labels = [*key, summary["attribute"], summary["type"]]
+            partitions.add_metric([*labels, "total"], summary["total"])
+            partitions.add_metric([*labels, "allocatable"], summary["allocatable"])
+    return [devices, invalid, partitions]
+
+
+def leak_metrics(now: datetime) -> list[Metric]:
+    """Leaked allocations per kind (see claims.leaks), and the oldest known age per kind."""
+    count = _gauge("leaks", "Claims holding devices for nobody, per leak kind.", ("kind",))
+    oldest = _gauge(
+        "leak_oldest_age_seconds",
+        "Age of the oldest leak of each kind whose start is known (absent when none is).",
+        ("kind",),
+    )
+    counts = dict.fromkeys(LEAK_KINDS, 0)
+    ages: dict[str, float] = {}
+    for leak in find_leaks(now=now):
+        counts[leak.kind] += 1
+        if leak.since is not None:
+            ages[leak.kind] = max(ages.get(leak.kind, 0.0), (now - leak.since).total_seconds())
+    for kind in LEAK_KINDS:
+        count.add_metric([kind], counts[kind])
+        if kind in ages:
+            oldest.add_metric([kind], ages[kind])
+    return [count, oldest]
 
 
 def counter_metrics() -> list[Metric]:
@@ -350,9 +414,11 @@ class DashboardCollector(Collector):
                     cursor.execute("SET LOCAL jit = off")
             families = [
                 *device_metrics(),
+                *pool_status_metrics(),
                 *counter_metrics(),
                 *capacity_metrics(),
                 *claim_metrics(now),
+                *leak_metrics(now),
                 *sync_metrics(now),
             ]
         families.extend(whatif_metrics())

@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from claims.devices.health import claim_health, device_health
 from claims.devices.states import refine_device_states
 from claims.devices.usage import capacity_usage
 from claims.models import (
@@ -90,9 +91,31 @@ class ResourceClaimSerializer(serializers.ModelSerializer):
         ]
 
 
+class HealthEntrySerializer(serializers.Serializer):
+    """One health fact about a device: a pod's report (KEP-4680), a NoExecute taint or rule, or
+    a claim's device status conditions; `source` says which."""
+
+    source = serializers.ChoiceField(choices=["pod", "taint", "taint-rule", "device-status"])
+    resourceID = serializers.CharField(required=False, help_text="driver/pool/device")  # noqa: N815
+    health = serializers.CharField(required=False, help_text="Healthy, Unhealthy or Unknown")
+    pod = serializers.CharField(required=False)
+    container = serializers.CharField(required=False)
+    claim = serializers.CharField(required=False, allow_null=True)
+    request = serializers.CharField(required=False)
+    message = serializers.CharField(required=False, allow_null=True)
+    rule = serializers.CharField(required=False)
+    taint = serializers.DictField(required=False)
+    conditions = serializers.ListField(child=serializers.DictField(), required=False)
+
+
 class ResourceClaimDetailSerializer(ResourceClaimSerializer):
     allocated_devices = ClaimAllocationSerializer(many=True, read_only=True)
     reservations = ReservationSerializer(many=True, read_only=True)
+    health = serializers.SerializerMethodField()
+
+    @extend_schema_field(HealthEntrySerializer(many=True))
+    def get_health(self, claim: ResourceClaim) -> list[dict[str, Any]]:
+        return claim_health(claim)
 
     class Meta(ResourceClaimSerializer.Meta):
         fields = [
@@ -101,6 +124,7 @@ class ResourceClaimDetailSerializer(ResourceClaimSerializer):
             "reservations",
             "diagnosis",
             "diagnosed_at",
+            "health",
             "obj",
         ]
 
@@ -292,11 +316,18 @@ class DeviceDetailSerializer(DeviceSerializer):
             "binding_failure_conditions",
             "spec",
             "capacity_usage",
+            "health",
         ]
+
+    health = serializers.SerializerMethodField()
 
     @extend_schema_field(CapacityUsageSerializer(many=True))
     def get_capacity_usage(self, device: Device) -> list[dict[str, Any]]:
         return capacity_usage(device)
+
+    @extend_schema_field(HealthEntrySerializer(many=True))
+    def get_health(self, device: Device) -> list[dict[str, Any]]:
+        return device_health(device)
 
 
 class ClassDeviceCountsSerializer(serializers.Serializer):

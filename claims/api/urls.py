@@ -7,7 +7,7 @@ which the root URLconf mounts under /api/inventory/ beside the inventory's own r
 from django.urls import URLPattern, URLResolver, path
 from rest_framework.routers import DefaultRouter
 
-from claims.api import views, whatif
+from claims.api import reports, views, whatif
 
 app_name = "claims-api"
 
@@ -26,11 +26,14 @@ INVENTORY_ROUTES = (
 )
 
 inventory_urlpatterns: list[URLPattern | URLResolver] = [
+    path("leaks/", reports.LeakView.as_view(), name="leaks"),
     path("utilisation/pools/", views.PoolUtilisationView.as_view(), name="utilisation-pools"),
     path("utilisation/classes/", views.ClassUtilisationView.as_view(), name="utilisation-classes"),
+    path("pool-status/", reports.PoolStatusView.as_view(), name="pool-status"),
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("leaks/", reports.LeakView.as_view(), name="leaks"),
     path("what-if/", whatif.WhatIfView.as_view(), name="what-if"),
     path("what-if/jobs/", whatif.WhatIfJobListView.as_view(), name="what-if-jobs"),
     path("what-if/jobs/<str:job_id>/", whatif.WhatIfJobDetailView.as_view(), name="what-if-job"),

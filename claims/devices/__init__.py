@@ -5,5 +5,7 @@
 - `counts`: device counts per pool and driver;
 - `classes`: which devices each DeviceClass selects (CEL), and counts per class;
 - `usage`: shared counters and consumable capacity against what holders take;
-- `pages`: pool grids, bar segments, reachable devices per node, matching taint rules.
+- `pages`: pool grids, bar segments, reachable devices per node, matching taint rules;
+- `health`: pods' device health reports (KEP-4680) and the health view of a device or claim;
+- `poolstatus`: upstream's ResourcePoolStatusRequest (KEP-5677) answered from the same states.
 """

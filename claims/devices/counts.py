@@ -25,6 +25,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Coalesce
 
+from claims.devices.health import reported_unhealthy_keys
 from claims.devices.states import (
     _allocations,
     _available_counters,
@@ -194,8 +195,8 @@ def _count_blocked(
 def _unhealthy_keys(
     devices: QuerySet[Device], *, rules: list[DeviceTaintRule]
 ) -> set[tuple[str, str, str]]:
-    """driver/pool/device of unhealthy devices: NoExecute taints, or a claim's device status
-    with condition Ready=False."""
+    """driver/pool/device of unhealthy devices: NoExecute taints, a claim's device status with
+    condition Ready=False, or a running pod reporting the device Unhealthy."""
 
     evicting = [_rule_match(rule) for rule in rules if _no_execute([rule.taint])]
     ruled = reduce(or_, evicting) if evicting else Q(pk__isnull=True)
@@ -213,6 +214,11 @@ def _unhealthy_keys(
         .values_list("driver", "pool", "device", "conditions")
     )
     keys.update((d, p, n) for d, p, n, conditions in reported if _not_ready(conditions))
+    reports = reported_unhealthy_keys()
+    if reports:
+        names = {name for _, _, name in reports}
+        present = devices.filter(name__in=names).values_list("driver", "pool_name", "name")
+        keys.update(key for key in present if key in reports)
     return keys
 
 

@@ -26,7 +26,7 @@ STATE_LEGEND = [
     (DeviceState.ADMIN, "admin access"),
     (DeviceState.TAINTED, "tainted"),
     (DeviceState.BLOCKED, "blocked (counters exhausted)"),
-    (DeviceState.UNHEALTHY, "unhealthy (NoExecute taint or Ready=False)"),
+    (DeviceState.UNHEALTHY, "unhealthy (NoExecute taint, Ready=False or reported Unhealthy)"),
 ]
 
 

@@ -14,9 +14,11 @@ Two states need more than SQL, and are added by `refine_device_states` (per devi
   every counter of the pool is compared). It is free in the counts (not held, not tainted) but
   cannot be allocated until a holder lets go.
 - unhealthy (`DeviceState.UNHEALTHY`): a device whose own taints or a DeviceTaintRule carry
-  effect NoExecute, or whose device status in a claim (status.devices[].conditions) has condition
-  `Ready` with status `False`. Unhealthy wins over every other state in the grid; in the counts
-  it is an extra column (an unhealthy device is still counted as allocated, tainted, ...).
+  effect NoExecute, whose device status in a claim (status.devices[].conditions) has condition
+  `Ready` with status `False`, or that a running pod reports `Unhealthy` in its containers'
+  allocatedResourcesStatus (KEP-4680, see `health`). Unhealthy wins over every other state in
+  the grid; in the counts it is an extra column (an unhealthy device is still counted as
+  allocated, tainted, ...).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from django.db.models import (
 from django.db.models.functions import Cast
 
 from claims.allocator.quantity import exact_amount
+from claims.devices.health import reported_unhealthy_keys
 from claims.models import AllocatedDevice
 from inventory.choices import DeviceState, TaintEffect
 from inventory.models import CounterSet, Device, DeviceTaintRule
@@ -247,6 +250,7 @@ def refine_device_states(devices: Sequence[Device]) -> None:
         for d, p, n, conditions in reports.values_list("driver", "pool", "device", "conditions")
         if _not_ready(conditions)
     }
+    not_ready |= reported_unhealthy_keys()
     for device in devices:
         key = (device.driver, device.pool_name, device.name)
         left = available.get(device.pool_id)
@@ -306,7 +310,7 @@ def blocked_device_ids(devices: QuerySet[Device] | None = None) -> set[int]:
 
 
 def unhealthy_device_ids(devices: QuerySet[Device] | None = None) -> set[int]:
-    """Ids of devices that `refine_device_states` would call unhealthy, in four queries."""
+    """Ids of devices that `refine_device_states` would call unhealthy, in six queries."""
 
     scope = devices if devices is not None else Device.objects.all()
     evicting = [_rule_match(rule) for rule in _effective_rules() if _no_execute([rule.taint])]
@@ -324,4 +328,9 @@ def unhealthy_device_ids(devices: QuerySet[Device] | None = None) -> set[int]:
             device=OuterRef("name"),
         )
         found.update(scope.filter(Exists(reported)).values_list("pk", flat=True))
+    reported_keys = reported_unhealthy_keys()
+    if reported_keys:
+        names = {name for _, _, name in reported_keys}
+        rows = scope.filter(name__in=names).values_list("pk", "driver", "pool_name", "name")
+        found.update(pk for pk, *key in rows if tuple(key) in reported_keys)
     return found

@@ -15,6 +15,7 @@ from typing import Any
 
 from claims.allocator import Features, ScenarioError
 from claims.whatif.inputs import JSON, WhatIfError
+from claims.whatif.shapes import parse_shape
 from inventory.kube.selectors import Requirement, SelectorError, parse_label_selector
 
 __all__ = [
@@ -163,6 +164,7 @@ def parse_assume(value: Any) -> list[JSON]:
     if len(value) > MAX_ASSUME:
         raise WhatIfError("assume", f"at most {MAX_ASSUME} changes")
     changes: list[JSON] = []
+    added = 0
     for index, entry in enumerate(value):
         where = f"assume[{index}]"
         if not isinstance(entry, Mapping):
@@ -180,11 +182,13 @@ def parse_assume(value: Any) -> list[JSON]:
         elif op == "remove-node":
             changes.append({"op": op, "node": _text(entry, "node", where=where)})
         elif op == "add-nodes":
-            like = _text(entry, "like", where=where)
             count, _ = parse_count(entry.get("count", 1))
-            if count > MAX_ADDED_NODES:
-                raise WhatIfError(f"{where}.count", f"at most {MAX_ADDED_NODES} nodes")
-            changes.append({"op": op, "like": like, "count": count})
+            added += count
+            if count > MAX_ADDED_NODES or added > MAX_ADDED_NODES:
+                raise WhatIfError(
+                    f"{where}.count", f"at most {MAX_ADDED_NODES} added nodes per request"
+                )
+            changes.append(_add_nodes(entry, count=count, where=where))
         elif op == "taint-device":
             device = _device_id(_text(entry, "device", where=where), where=f"{where}.device")
             taint = entry.get("taint") or {"key": entry.get("key"), "effect": entry.get("effect")}
@@ -212,6 +216,22 @@ def parse_assume(value: Any) -> list[JSON]:
                 raise WhatIfError(f"{where}.pool", "expected driver/pool")
             changes.append({"op": op, "pool": pool})
     return changes
+
+
+def _add_nodes(entry: Mapping[str, Any], *, count: int, where: str) -> JSON:
+    """Copies of an existing node (`like`), or nodes of a pasted shape (`shape`, see
+    `claims.whatif.shapes`), named `<namePrefix>-1`, `-2`, ..."""
+    if ("like" in entry) == ("shape" in entry):
+        raise WhatIfError(where, "give either like (a node to copy) or shape (a node type)")
+    if "like" in entry:
+        return {"op": "add-nodes", "like": _text(entry, "like", where=where), "count": count}
+    prefix = entry.get("namePrefix", "whatif-node")
+    if not isinstance(prefix, str) or not re.fullmatch(
+        r"[a-z0-9]([-a-z0-9.]{0,200}[a-z0-9])?", prefix
+    ):
+        raise WhatIfError(f"{where}.namePrefix", "expected a DNS subdomain such as gpu-node")
+    shape = parse_shape(entry.get("shape"), where=f"{where}.shape")
+    return {"op": "add-nodes", "shape": shape, "count": count, "namePrefix": prefix}
 
 
 def parse_features(value: Any) -> JSON:

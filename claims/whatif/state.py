@@ -23,6 +23,7 @@ from claims.snapshot import (
     read_cluster_state,
 )
 from claims.whatif.inputs import JSON, WhatIfError
+from claims.whatif.shapes import stamp
 
 # Selector results are keyed by device content, which stays valid across cluster states; a cache
 # past this many entries is dropped so a long-lived worker's memory stays bounded.
@@ -144,6 +145,8 @@ def build_view(state: ClusterState, slice_cache: SliceCache, assume: Sequence[JS
             _release_claim(view, change["claim"], where=where)
         elif op == "remove-node":
             _remove_node(view, change["node"], where=where)
+        elif op == "add-nodes" and "shape" in change:
+            _add_shaped_nodes(view, change)
         elif op == "add-nodes":
             _add_nodes(view, change["like"], change["count"], where=where)
         elif op in {"taint-device", "untaint-device"}:
@@ -165,6 +168,9 @@ def describe_change(change: JSON) -> str:
         return f"claim {change['claim']} released"
     if op == "remove-node":
         return f"node {change['node']} removed"
+    if op == "add-nodes" and "shape" in change:
+        prefix = change["namePrefix"]
+        return f"{change['count']} node(s) of the given shape added ({prefix}-1, ...)"
     if op == "add-nodes":
         return f"{change['count']} node(s) like {change['like']} added"
     if op == "taint-device":
@@ -228,6 +234,24 @@ def _add_nodes(view: ClusterView, like: str, count: int, *, where: str) -> None:
                 else f"{pool_name}-{new_name}"
             )
             view.slices.append(clone)
+    view.nodes.sort(key=_name)
+
+
+def _add_shaped_nodes(view: ClusterView, change: JSON) -> None:
+    """Nodes that do not exist yet, from a checked shape: `<namePrefix>-<n>`, skipping names
+    that are taken, each with the shape's slices stamped with its name."""
+    taken = {_name(n) for n in view.nodes}
+    prefix = change["namePrefix"]
+    suffix = 0
+    for _ in range(change["count"]):
+        suffix += 1
+        while f"{prefix}-{suffix}" in taken:
+            suffix += 1
+        name = f"{prefix}-{suffix}"
+        taken.add(name)
+        node, slices = stamp(change["shape"], name)
+        view.nodes.append(node)
+        view.slices.extend(slices)
     view.nodes.sort(key=_name)
 
 

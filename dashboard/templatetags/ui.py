@@ -94,6 +94,7 @@ NAV_LINKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("template-list", "Claim templates", ("template-list", "template-detail")),
     ("pod-list", "Pods", ("pod-list", "pod-detail")),
     ("quota-list", "Quotas", ("quota-list",)),
+    ("leak-list", "Leaks", ("leak-list",)),
     ("resource-class-list", "ResourceClasses", ("resource-class-list",)),
     ("scheduling-context-list", "Scheduling contexts", ("scheduling-context-list",)),
     ("what-if", "What-if", ("what-if",)),

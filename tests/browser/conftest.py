@@ -113,7 +113,9 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
         log.close()
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API keeps an event loop running in this thread while it is
+# open, which breaks the async tests that run after the browser tests.
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 

@@ -1,0 +1,303 @@
+"""Leaked allocations: devices held for nobody, found in the synced state.
+
+Four kinds, each with when it began (`since`) and where that time comes from (`since_source`):
+
+- `unreserved`: a claim allocated but reserved for nobody for longer than
+  settings.LEAK_UNRESERVED_SECONDS. The resourceclaim controller deallocates a claim as soon as
+  its last consumer goes, so an allocation that stays unreserved is held for nobody. Since: the
+  later of `status.allocation.allocationTimestamp` and the last write of the claim's status
+  (`metadata.managedFields[].time` of the `status` subresource, which is the write that removed
+  the last reservation), else the claim's creation.
+- `reserved-for-missing-pod`: a `status.reservedFor` entry naming a pod that no longer exists (no
+  pod of that namespace and name, or one with another uid). A deleted pod leaves no record, so
+  since is unknown (null), unless the pod was last seen terminating (its deletionTimestamp).
+- `reserved-for-finished-pod`: a `status.reservedFor` pod in phase Succeeded or Failed. Since:
+  the latest `finishedAt` of its terminated containers, else its Ready condition's last
+  transition.
+- `owner-pod-gone`: a claim whose owner pod (`metadata.ownerReferences`, kind Pod) no longer
+  exists; the garbage collector should have deleted it. Since: unknown (null), or the claim's
+  deletionTimestamp when it is already being deleted.
+- `device-in-missing-pool`: an allocation result naming a pool with no current devices (its
+  slices are gone). Slice deletions are not recorded, so since is unknown (null).
+
+Pod-based kinds are only reported when pods are known (a Pod sync has listed, or pods are
+stored), else every reservation would look leaked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from claims.choices import ClaimState
+from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
+from inventory.choices import Kind
+from inventory.models import Device, SyncState
+
+KINDS = (
+    "unreserved",
+    "reserved-for-missing-pod",
+    "reserved-for-finished-pod",
+    "owner-pod-gone",
+    "device-in-missing-pool",
+)
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Leak:
+    """One leaked holding: which claim, what it is about, since when (None: unknown)."""
+
+    kind: str
+    namespace: str
+    claim: str
+    detail: str
+    since: datetime | None
+    since_source: str
+    devices: tuple[str, ...] = ()
+
+    def as_dict(self, now: datetime) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "claim": self.claim,
+            "detail": self.detail,
+            "since": self.since.isoformat() if self.since else None,
+            "since_source": self.since_source,
+            "age_seconds": (now - self.since).total_seconds() if self.since else None,
+            "devices": list(self.devices),
+        }
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        return None
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, timezone.UTC)
+    return parsed
+
+
+def _meta(claim: ResourceClaim) -> Mapping[str, Any]:
+    raw = claim.raw if isinstance(claim.raw, Mapping) else {}
+    meta = raw.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _status_written(claim: ResourceClaim) -> datetime | None:
+    """The last time the claim's status was written, from managedFields."""
+    times = [
+        _time(entry.get("time"))
+        for entry in _meta(claim).get("managedFields") or []
+        if isinstance(entry, Mapping) and entry.get("subresource") == "status"
+    ]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _allocated_at(claim: ResourceClaim) -> datetime | None:
+    status = (claim.obj or {}).get("status") or {}
+    return _time((status.get("allocation") or {}).get("allocationTimestamp"))
+
+
+def unreserved_since(claim: ResourceClaim) -> tuple[datetime | None, str]:
+    """When an allocated claim was last left without consumers, and how that was found."""
+    found = [
+        (t, source)
+        for t, source in (
+            (_allocated_at(claim), "allocationTimestamp"),
+            (_status_written(claim), "managedFields status time"),
+        )
+        if t is not None
+    ]
+    if found:
+        return max(found, key=lambda pair: pair[0])
+    if claim.created_at:
+        return claim.created_at, "creationTimestamp"
+    return None, "unknown"
+
+
+def _devices(claim: ResourceClaim) -> tuple[str, ...]:
+    return tuple(entry.key for entry in claim.allocated_devices.all())
+
+
+def pods_known() -> bool:
+    """Whether the stored pods can be trusted to say that a pod does not exist."""
+    listed = SyncState.objects.filter(
+        kind=Kind.POD, served=True, last_list_at__isnull=False
+    ).exists()
+    return listed or Pod.objects.exists()
+
+
+def _pod_finished_at(pod: Pod) -> tuple[datetime | None, str]:
+    status = ((pod.obj or {}).get("status")) or {}
+    finished = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(key) or []:
+            terminated = ((container or {}).get("state") or {}).get("terminated") or {}
+            moment = _time(terminated.get("finishedAt"))
+            if moment is not None:
+                finished.append(moment)
+    if finished:
+        return max(finished), "containerStatuses finishedAt"
+    for condition in status.get("conditions") or []:
+        if (condition or {}).get("type") == "Ready":
+            moment = _time(condition.get("lastTransitionTime"))
+            if moment is not None:
+                return moment, "Ready lastTransitionTime"
+    return None, "unknown"
+
+
+def find_leaks(*, now: datetime | None = None) -> list[Leak]:
+    """Every leak of the synced state, sorted by kind, namespace and claim."""
+    now = now or timezone.now()
+    leaks: list[Leak] = []
+    threshold = settings.LEAK_UNRESERVED_SECONDS
+    allocated = (
+        ResourceClaim.objects.exclude(state=ClaimState.PENDING)
+        .filter(allocated_count__gt=0)
+        .prefetch_related("allocated_devices")
+    )
+    unreserved = allocated.exclude(Exists(Reservation.objects.filter(claim=OuterRef("pk"))))
+    for claim in unreserved:
+        since, source = unreserved_since(claim)
+        if since is not None and (now - since).total_seconds() < threshold:
+            continue
+        leaks.append(
+            Leak(
+                kind="unreserved",
+                namespace=claim.namespace,
+                claim=claim.name,
+                detail=f"allocated, reserved for nobody for over {threshold} s",
+                since=since,
+                since_source=source,
+                devices=_devices(claim),
+            )
+        )
+    if pods_known():
+        leaks.extend(_reservation_leaks())
+        leaks.extend(_owner_leaks())
+    leaks.extend(_pool_leaks())
+    return sorted(leaks, key=lambda leak: (KINDS.index(leak.kind), leak.namespace, leak.claim))
+
+
+def _reservation_leaks() -> Iterable[Leak]:
+    reservations = Reservation.objects.filter(resource="pods", api_group="").select_related("claim")
+    rows = list(reservations)
+    wanted = {(r.claim.namespace, r.name) for r in rows}
+    pods = {
+        (pod.namespace, pod.name): pod
+        for pod in Pod.objects.filter(
+            namespace__in={ns for ns, _ in wanted}, name__in={name for _, name in wanted}
+        ).only("pk", "namespace", "name", "uid", "phase", "obj")
+    }
+    for reservation in rows:
+        claim = reservation.claim
+        pod = pods.get((claim.namespace, reservation.name))
+        if pod is None or (reservation.consumer_uid and pod.uid != reservation.consumer_uid):
+            yield Leak(
+                kind="reserved-for-missing-pod",
+                namespace=claim.namespace,
+                claim=claim.name,
+                detail=f"reserved for pod {reservation.name} (uid {reservation.consumer_uid}), "
+                "which no longer exists",
+                since=None,
+                since_source="unknown (pod deletions are not recorded)",
+                devices=_devices(claim),
+            )
+        elif pod.phase in FINISHED_PHASES:
+            since, source = _pod_finished_at(pod)
+            yield Leak(
+                kind="reserved-for-finished-pod",
+                namespace=claim.namespace,
+                claim=claim.name,
+                detail=f"reserved for pod {pod.name}, which has {pod.phase.lower()}",
+                since=since,
+                since_source=source,
+                devices=_devices(claim),
+            )
+
+
+def _owner_leaks() -> Iterable[Leak]:
+    owned = ResourceClaim.objects.exclude(owner_pod="").prefetch_related("allocated_devices")
+    claims = list(owned)
+    uids = set(Pod.objects.values_list("uid", flat=True))
+    for claim in claims:
+        owners = [
+            ref
+            for ref in _meta(claim).get("ownerReferences") or []
+            if isinstance(ref, Mapping) and ref.get("kind") == "Pod"
+        ]
+        gone = [ref for ref in owners if str(ref.get("uid", "")) not in uids]
+        if not gone:
+            continue
+        deleting = _time(_meta(claim).get("deletionTimestamp"))
+        yield Leak(
+            kind="owner-pod-gone",
+            namespace=claim.namespace,
+            claim=claim.name,
+            detail=f"owned by pod {gone[0].get('name')} (uid {gone[0].get('uid')}), which no "
+            "longer exists",
+            since=deleting,
+            since_source="deletionTimestamp"
+            if deleting
+            else "unknown (pod deletions are not recorded)",
+            devices=_devices(claim),
+        )
+
+
+def _pool_leaks() -> Iterable[Leak]:
+    present = Device.objects.filter(
+        current=True, driver=OuterRef("driver"), pool_name=OuterRef("pool")
+    )
+    orphans = (
+        AllocatedDevice.objects.exclude(Exists(present))
+        .select_related("claim")
+        .order_by("claim__namespace", "claim__name", "driver", "pool", "device")
+    )
+    by_claim: dict[int, list[AllocatedDevice]] = {}
+    for entry in orphans:
+        by_claim.setdefault(entry.claim_id, []).append(entry)
+    for entries in by_claim.values():
+        claim = entries[0].claim
+        pools = sorted({f"{e.driver}/{e.pool}" for e in entries})
+        yield Leak(
+            kind="device-in-missing-pool",
+            namespace=claim.namespace,
+            claim=claim.name,
+            detail=f"holds devices of pool {', '.join(pools)}, which no longer exists",
+            since=None,
+            since_source="unknown (slice deletions are not recorded)",
+            devices=tuple(e.key for e in entries),
+        )
+
+
+def leak_report(*, now: datetime | None = None) -> dict[str, Any]:
+    """The leaks as JSON, with counts per kind and the oldest known age per kind."""
+    now = now or timezone.now()
+    leaks = find_leaks(now=now)
+    counts = dict.fromkeys(KINDS, 0)
+    oldest: dict[str, float | None] = dict.fromkeys(KINDS)
+    for leak in leaks:
+        counts[leak.kind] += 1
+        if leak.since is not None:
+            age = (now - leak.since).total_seconds()
+            current = oldest[leak.kind]
+            oldest[leak.kind] = age if current is None else max(current, age)
+    return {
+        "unreserved_threshold_seconds": settings.LEAK_UNRESERVED_SECONDS,
+        "pods_checked": pods_known(),
+        "counts": counts,
+        "oldest_age_seconds": oldest,
+        "leaks": [leak.as_dict(now) for leak in leaks],
+    }
