@@ -69,7 +69,7 @@ def test_intel_deployment_pasted_unchanged_is_answered_per_pod() -> None:
     answer = what_if((FIXTURES / "intel-gpu-deployment.yaml").read_text(), use_cache=False)
     pods = answer["pods"]
     assert len(pods) == 3
-    assert all(str(pod["pod"]).startswith("gpu-test") for pod in pods)
+    assert all(str(pod["pod"]).split("/")[-1].startswith("gpu-test-") for pod in pods)
     placed = [pod for pod in pods if pod["fits"]]
     assert len(placed) == 2
     assert {pod["node"] for pod in placed} == {"worker-1", "worker-2"}
