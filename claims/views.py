@@ -18,7 +18,13 @@ from django.shortcuts import get_object_or_404
 from claims.allocator.pools import NodeInfo, NodeSelector
 from claims.choices import ClaimState
 from claims.devices.counts import pool_utilisation
-from claims.devices.pages import matching_taint_rules, pool_context, pool_segments, reachable_counts
+from claims.devices.pages import (
+    matching_taint_rules,
+    pool_context,
+    pool_segments,
+    pool_status_entry,
+    reachable_counts,
+)
 from claims.devices.states import HELD_STATES, annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usage
 from claims.filters import (
@@ -232,6 +238,7 @@ def pool_list(request: HttpRequest) -> HttpResponse:
 def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
     pool = get_object_or_404(Pool, pk=pk)
     context = pool_context(pool)
+    context["pool_status"] = pool_status_entry(pool, context["grid"], context["counts"])
     context["slices"] = list(
         ResourceSlice.objects.filter(pool=pool)
         .annotate(n_devices=Count("devices"))

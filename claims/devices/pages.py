@@ -135,6 +135,28 @@ def grid_counts(grid: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+def pool_status_entry(
+    pool: Pool, grid: list[dict[str, Any]], counts: dict[str, int]
+) -> dict[str, Any]:
+    """The pool's ResourcePoolStatusRequest entry (KEP-5677) from its page grid, no queries.
+
+    The numbers `/api/inventory/pool-status/` computes in SQL (`claims.devices.poolstatus`),
+    read off the devices the page already shows: unavailable means not allocated yet kept
+    from a new allocation (tainted, blocked by counters, or unhealthy).
+    """
+    if not pool.complete:
+        return {"validationError": "incomplete: not every slice of the newest generation is here"}
+    kept = (DeviceState.TAINTED, DeviceState.BLOCKED, DeviceState.UNHEALTHY)
+    unavailable = sum(1 for cell in grid if not cell["device"].allocated and cell["state"] in kept)
+    return {
+        "resourceSliceCount": pool.resource_slice_count,
+        "totalDevices": counts["total"],
+        "allocatedDevices": counts["allocated"],
+        "availableDevices": counts["total"] - counts["allocated"] - unavailable,
+        "unavailableDevices": unavailable,
+    }
+
+
 def pool_context(pool: Pool, *, chosen: set[str] | None = None) -> dict[str, Any]:
     """A pool's grid, counts, bar, legend, shared counters and shared devices' capacity."""
     grid = pool_grid(pool, chosen=chosen)
