@@ -198,4 +198,6 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
         "reasons": list(answer.get("reasons") or []),
         "diagnosis": answer.get("diagnosis"),
         "grids": grids,
+        "gave_up": (answer.get("gaveUp") or {}).get("message", ""),
+        "assumed": list(answer.get("assumed") or []),
     }

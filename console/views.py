@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
@@ -14,6 +15,7 @@ from claims.whatif.options import MAX_COUNT
 from claims.whatif.service import what_if as simulate
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
+from inventory.kube.documents import DocumentError, load_documents
 from inventory.models import SkippedObject, SyncState
 
 
@@ -90,7 +92,27 @@ def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tu
     raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
 
 
-WHAT_IF_FIELDS = ("yaml", "template", "count", "node", "node_selector", "namespace")
+WHAT_IF_FIELDS = ("yaml", "template", "count", "node", "node_selector", "namespace", "assume")
+
+
+def read_assume(text: str) -> list[Any] | None:
+    """The `assume` box: a YAML or JSON list of changes (one change alone is a list of one)."""
+    if not text.strip():
+        return None
+    try:
+        documents = list(load_documents(text, source="assume"))
+    except DocumentError as exc:
+        raise WhatIfInputError(f"assume: {exc}") from None
+    if len(documents) != 1:
+        raise WhatIfInputError("assume: expected one YAML or JSON list of changes")
+    value = documents[0].value
+    if isinstance(value, dict):
+        return [value]
+    if not isinstance(value, list):
+        raise WhatIfInputError("assume: expected a list of changes like {op: remove-node, ...}")
+    return value
+
+
 # A result link carries the claim text in its query; longer texts get no link.
 MAX_SHARED_YAML = 8 * 1024
 
@@ -128,11 +150,11 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
 def share_url(values: dict[str, str]) -> str:
     """The what-if page URL whose GET re-runs this form, or "" when the claim is too long."""
-    if len(values.get("yaml", "")) > MAX_SHARED_YAML:
+    if len(values.get("yaml", "")) + len(values.get("assume", "")) > MAX_SHARED_YAML:
         return ""
     query = QueryDict(mutable=True)
     for name in WHAT_IF_FIELDS:
-        value = values.get(name, "").strip() if name != "yaml" else values.get(name, "")
+        value = values.get(name, "") if name in ("yaml", "assume") else values.get(name, "").strip()
         if value and not (name == "count" and value == "1"):
             query[name] = value
     query["run"] = "1"
@@ -155,6 +177,8 @@ def run_what_if(request: HttpRequest, form: QueryDict) -> dict[str, Any]:
             node=form.get("node", "").strip() or None,
             node_selector=form.get("node_selector", "").strip() or None,
             namespace=form.get("namespace", "").strip() or None,
+            assume=read_assume(form.get("assume", "")),
+            budget=settings.WHATIF_BUDGET_SECONDS,
         )
     except ValueError as exc:  # WhatIfError is a ValueError naming the field
         return {"error": str(exc)}

@@ -97,3 +97,21 @@ def test_bad_input_shows_the_service_error(demo, viewer_client: Client) -> None:
     assert 'id="what-if-error"' in response.content.decode()
     response = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "count": "-3"})
     assert "count" in response.context["error"]
+
+
+@pytest.mark.django_db
+def test_assumed_changes_from_the_form_change_the_answer(demo, viewer_client) -> None:
+    """Removing every node in the assume box leaves nowhere to fit, and the page says what it
+    assumed; a malformed box is an error naming it."""
+    nodes = [n["metadata"]["name"] for n in demo["Node"]]
+    assume = "\n".join(f"- {{op: remove-node, node: {name}}}" for name in nodes)
+    response = viewer_client.post(
+        reverse("what-if"), {"yaml": claim(1), "assume": assume, "namespace": "team-a"}
+    )
+    assert response.context["error"] == ""
+    result = response.context["result"]
+    assert result["fits"] is False
+    assert len(result["assumed"]) == len(nodes)
+    assert b'id="what-if-assumed"' in response.content
+    bad = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "assume": "just text"})
+    assert "assume" in bad.context["error"]
