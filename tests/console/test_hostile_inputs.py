@@ -22,6 +22,8 @@ import yaml
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from rest_framework.authtoken.models import Token
 
 from console.asgi import application
@@ -107,11 +109,17 @@ def request(
         all_headers.append((b"authorization", f"Token {token}".encode()))
     tracemalloc.start()
     started = time.monotonic()
+    # As Django's test client does: the request must not close the test's database connection
+    # (the view runs in this thread, inside the test's transaction).
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
     try:
         status, out = async_to_sync(_call)(
             method, path, body=body, headers=all_headers, chunks=chunks
         )
     finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
         seconds = time.monotonic() - started
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

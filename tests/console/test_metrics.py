@@ -361,7 +361,7 @@ def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster) -> None
     assert len(series(samples, "dra_dashboard_devices")) == 13
     # 14 for the device, counter, claim and sync families, 20 for pool status (its refined
     # states with pods' health reports, partition and shareable summaries), 5 for leaks.
-    assert len(large) == len(small) <= 39
+    assert len(large) == len(small) <= 45  # PostgreSQL takes a few more than SQLite
 
 
 def test_pool_status_metrics_are_the_api_numbers(demo_cluster, api) -> None:

@@ -80,7 +80,8 @@ def test_settings_never_unpickle_from_redis() -> None:
     assert '"BACKEND": "dashboard.cache.JSONRedisCache"' in source
     assert '"serializer_format": "msgpack"' in source
     assert "django.core.cache.backends.redis.RedisCache" not in source
-    assert settings.CACHES["default"]["BACKEND"] == "dashboard.cache.JSONLocMemCache"
+    expected = "JSONRedisCache" if settings.REDIS_URL else "JSONLocMemCache"
+    assert settings.CACHES["default"]["BACKEND"] == f"dashboard.cache.{expected}"
     assert settings.CELERY_ACCEPT_CONTENT == ["json"]
     assert settings.CELERY_TASK_SERIALIZER == settings.CELERY_RESULT_SERIALIZER == "json"
 
