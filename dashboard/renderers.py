@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import orjson
 import yaml
-from rest_framework.renderers import BaseRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.utils import encoders
 
 # libyaml's emitter when PyYAML has it: several times faster on long lists.
 _Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -75,3 +77,36 @@ class KubeYAMLRenderer(BaseRenderer):
             if token:
                 metadata["continue"] = token
         return {"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": list(items)}
+
+
+class FastJSONRenderer(JSONRenderer):
+    """DRF's JSONRenderer, with orjson for the compact form it renders by default.
+
+    A what-if answer over 1,000 nodes is over a megabyte of JSON; the standard library's
+    encoder took longer to write it than the what-if took to compute after a cluster change.
+    orjson writes the same JSON (compact, UTF-8); datetimes, Decimals, lazy strings and anything
+    else it does not know natively go through DRF's own encoder, so values look exactly as
+    before. An indented or ASCII-only rendering (the browsable API's `?indent=`) and anything
+    orjson refuses (integers beyond 64 bits, say) fall back to DRF's renderer.
+    """
+
+    _encoder = encoders.JSONEncoder()
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        if data is None:
+            return b""
+        if self.get_indent(accepted_media_type or "", renderer_context or {}) or self.ensure_ascii:
+            return super().render(data, accepted_media_type, renderer_context)
+        try:
+            out = orjson.dumps(
+                data, default=self._encoder.default, option=orjson.OPT_PASSTHROUGH_DATETIME
+            )
+        except (orjson.JSONEncodeError, TypeError, ValueError):
+            return super().render(data, accepted_media_type, renderer_context)
+        # As DRF does: U+2028/U+2029 are valid JSON but end a line in older JavaScript.
+        return out.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")

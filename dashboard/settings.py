@@ -210,7 +210,7 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
+        "dashboard.renderers.FastJSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
         "dashboard.renderers.KubeYAMLRenderer",
     ],

@@ -7,7 +7,9 @@ here writes to the database.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.headroom import Progress, place_copies, stranded_devices
@@ -58,6 +60,16 @@ def claim_objects(claims: Sequence[InputClaim]) -> tuple[list[JSON], list[JSON],
     return first, per_copy, pins
 
 
+def question_key(claims: Sequence[JSON], pins: Sequence[JSON], *, explain: bool) -> str:
+    """What a node's first verdict depends on besides the cluster: the claims (without the uid a
+    pasted claim is given anew on every parse: the allocator never reads it), pins, reasons."""
+    bodies = [
+        {**c, "metadata": {k: v for k, v in (c.get("metadata") or {}).items() if k != "uid"}}
+        for c in claims
+    ]
+    return json.dumps([bodies, list(pins), explain], sort_keys=True, default=str)
+
+
 def parse_pins(raw: Sequence[JSON]) -> list[NodeSelector]:
     return [NodeSelector(selector) for selector in raw]
 
@@ -84,18 +96,27 @@ def evaluate(
     verdicts: list[NodeVerdict] = []
     filters: list[tuple[str, str]] = []
     total = len(nodes)
+    kept = sim.remembered(question_key(first_claims, raw_pins, explain=options.explain))
     for index, node in enumerate(nodes):
         filters.append(node_check(node))
-        verdicts.append(
-            sim.verdict(
+        schedulable = not filters[-1][0]
+        name = str((node.get("metadata") or {}).get("name") or "")
+        known = kept.get(name) if kept is not None else None
+        if known is not None:
+            # A copy: headroom changes the verdicts it is given.
+            verdicts.append(replace(known, schedulable=schedulable))
+        else:
+            verdict = sim.verdict(
                 node,
                 first_claims,
-                schedulable=not filters[-1][0],
+                schedulable=schedulable,
                 pins=pins,
                 inputs=claims,
                 with_reasons=options.explain,
             )
-        )
+            verdicts.append(verdict)
+            if kept is not None and sim.gave_up is None:
+                kept[name] = replace(verdict)
         if progress is not None and (index + 1) % 50 == 0:
             progress(index + 1, total, "nodes")
     if progress is not None:

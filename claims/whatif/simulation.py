@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +26,12 @@ from claims.allocator import (
 )
 from claims.allocator.explain import STAGES, RequestReport, explain
 from claims.allocator.nodeselection import NodeSelector, node_matches
+from claims.whatif.follow import ViewChange, holder_keys, holders
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
 from claims.whatif.state import ClusterView, selector_cache
+
+# Questions whose per-node verdicts a followed simulation keeps (most recent first).
+MEMO_QUESTIONS = 8
 
 
 @dataclass
@@ -90,21 +95,15 @@ class Simulation:
             state.add_allocated_claims(
                 view.allocated_claims, consumable_capacity=features.ConsumableCapacity
             )
-            self.allocator = Allocator(
-                classes=view.classes,
-                slices=view.slices,
-                features=features,
-                allocated_state=state,
-                selector_cache=selector_cache(
-                    consumable_capacity=features.ConsumableCapacity,
-                    list_type_attributes=features.ListTypeAttributes,
-                ),
-                slice_cache=view.slice_cache,
-            )
+            self.allocator = self._new_allocator(view, state)
         except AllocationError as exc:
             # The stored cluster itself is malformed (a slice the allocator cannot read).
             raise WhatIfError("cluster", str(exc)) from exc
         self._base_state = state
+        # Per question, per node: the first verdict, valid until a change touches the node
+        # (see `follow`). Only simulations that follow the cluster keep them.
+        self.memo: OrderedDict[str, dict[str, NodeVerdict]] | None = None
+        self._holders: Counter[tuple[str, str, str, str | None]] | None = None
         # Seconds the search ran before the time budget ended it (None: within budget).
         self.gave_up: float | None = None
         self._budget = 0.0
@@ -113,6 +112,95 @@ class Simulation:
         # A simulation is reused by later requests on the same view; one user at a time.
         self.lock = threading.Lock()
         self.reset()
+
+    def _new_allocator(self, view: ClusterView, state: AllocatedState) -> Allocator:
+        return Allocator(
+            classes=view.classes,
+            slices=view.slices,
+            features=self.features,
+            allocated_state=state,
+            selector_cache=selector_cache(
+                consumable_capacity=self.features.ConsumableCapacity,
+                list_type_attributes=self.features.ListTypeAttributes,
+            ),
+            slice_cache=view.slice_cache,
+        )
+
+    def keep_verdicts(self) -> None:
+        """Remember first verdicts per question and node from now on (see `follow`)."""
+        if self.memo is None:
+            self.memo = OrderedDict()
+            self._holders = holders(
+                self.view.allocated_claims, consumable_capacity=self.features.ConsumableCapacity
+            )
+
+    def remembered(self, question: str) -> dict[str, NodeVerdict] | None:
+        """The kept verdicts of one question (None when this simulation keeps none)."""
+        if self.memo is None:
+            return None
+        verdicts = self.memo.get(question)
+        if verdicts is None:
+            verdicts = self.memo[question] = {}
+            while len(self.memo) > MEMO_QUESTIONS:
+                self.memo.popitem(last=False)
+        self.memo.move_to_end(question)
+        return verdicts
+
+    def follow(self, view: ClusterView, change: ViewChange) -> None:
+        """Move to a newer view of the same cluster, changing only what the change touches.
+
+        The allocated state is updated claim by claim (released and recorded) unless a changed
+        claim shares a device with another claim, where only a recount is exact; the allocator
+        is built again (parsed slices and selector results are shared caches) only when slices
+        or nodes changed; kept verdicts of the touched nodes are forgotten. The caller checked
+        that `change.rebuild` is False. Must hold `lock`.
+        """
+        consumable = self.features.ConsumableCapacity
+        counts = self._holders
+        if counts is None:
+            counts = holders(view.allocated_claims, consumable_capacity=consumable)
+        exact = True
+        for claim in change.claims_gone:
+            for key in holder_keys(claim, consumable_capacity=consumable):
+                exact = exact and counts[key] == 1
+                counts[key] -= 1
+                if counts[key] <= 0:
+                    del counts[key]
+        for claim in change.claims_new:
+            for key in holder_keys(claim, consumable_capacity=consumable):
+                counts[key] += 1
+                exact = exact and counts[key] == 1
+        self._holders = counts
+        try:
+            state = self._base_state
+            if not exact:
+                state = AllocatedState()
+                state.add_allocated_claims(view.allocated_claims, consumable_capacity=consumable)
+            else:
+                for claim in change.claims_gone:
+                    state.remove_results(
+                        holder_results(claim), consumable_capacity=consumable, where="cluster"
+                    )
+                for claim in change.claims_new:
+                    state.add_results(
+                        holder_results(claim), consumable_capacity=consumable, where="cluster"
+                    )
+            if change.slices_changed or change.nodes_changed:
+                self.allocator = self._new_allocator(view, state.copy())
+            else:
+                self.allocator.allocated_state = state.copy()
+        except AllocationError as exc:
+            raise WhatIfError("cluster", str(exc)) from exc
+        self._base_state = state
+        self._dirty = False
+        self.view = view
+        if self.memo is not None:
+            if change.every_node:
+                self.memo.clear()
+            else:
+                for verdicts in self.memo.values():
+                    for node in change.nodes:
+                        verdicts.pop(node, None)
 
     def start_budget(self, seconds: float | None) -> None:
         """Let the searches of one question run for at most `seconds` in total (None: no limit).
@@ -249,6 +337,11 @@ class Simulation:
                     if any(_all_match(cache, exprs, device) for exprs in expressions):
                         free.append(f"{info.driver}/{info.pool}/{device.name}")
         return free
+
+
+def holder_results(claim: JSON) -> list[JSON]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or [])
 
 
 def _all_match(cache: Any, expressions: Sequence[str], device: Any) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import gc
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -35,6 +36,9 @@ _read_lock = threading.Lock()
 _cached: ClusterState | None = None
 _slice_cache = SliceCache()
 _selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
+# When the last full collection of the frozen heap ran (0: never); see _settle_heap.
+_last_full_collect = 0.0
+_FULL_COLLECT_SECONDS = 600.0
 
 
 @dataclass
@@ -51,7 +55,9 @@ class ClusterView:
     assumed: list[str] = field(default_factory=list)
 
 
-def cluster_state(*, fingerprint: str | None = None) -> tuple[ClusterState, SliceCache]:
+def cluster_state(
+    *, fingerprint: str | None = None, versions: dict[str, str] | None = None
+) -> tuple[ClusterState, SliceCache]:
     """The current state and the slice cache, read again only when the fingerprint changed.
 
     One SliceCache lives as long as the process: a new read returns the same objects for slices
@@ -68,7 +74,7 @@ def cluster_state(*, fingerprint: str | None = None) -> tuple[ClusterState, Slic
         cached = _cached
         if cached is not None and cached.fingerprint == wanted:
             return cached, _slice_cache
-        state = read_cluster_state()
+        state = read_cluster_state(versions=versions)
         with _lock:
             _slice_cache.retain(state.slices)
             _cached = state
@@ -82,12 +88,29 @@ def _settle_heap() -> None:
     A 1,000-node state is hundreds of thousands of long-lived containers; every full collection
     scanned them again, which cost more than the what-if itself (headroom spent most of its time
     there). Frozen objects are skipped by the collector but still freed by reference counting when
-    a newer state replaces them; the collection before freezing reclaims any cycles among objects
-    frozen last time, so nothing accumulates from one state to the next.
+    a newer state replaces them.
+
+    After a change only the few objects read since are new: a young collection plus freezing them
+    costs next to nothing, while a full collection of the frozen heap took half a second and made
+    every what-if after a cluster change slow. Cycles among frozen objects that a newer state
+    dropped are only found by a full collection, so one is made at most every
+    `_FULL_COLLECT_SECONDS`: the memory such cycles can hold stays bounded (parsed state holds
+    few cycles), and a churning cluster pays for a full collection once in many changes.
+    (`gc.get_freeze_count()` walks the frozen heap: it is no cheap measure of its growth.)
     """
+    global _last_full_collect
+    now = time.monotonic()
+    if not _last_full_collect or now - _last_full_collect < _FULL_COLLECT_SECONDS:
+        # The first state too: a fresh process has little garbage worth a full pass yet, and
+        # its first answer (a cold start) should not wait for one.
+        _last_full_collect = _last_full_collect or now
+        gc.collect(1)
+        gc.freeze()
+        return
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+    _last_full_collect = time.monotonic()
 
 
 def forget_cluster_state() -> None:

@@ -1,0 +1,246 @@
+"""Benchmark: what-if through the HTTP API of a real server process, with the goals of issue 12.
+
+Run: .venv/bin/python tests/benchmarks/bench_whatif_http.py [--nodes 1000] [--runs 7]
+Loads the demo cluster into a fresh database (a SQLite file, or a fresh PostgreSQL database
+when DASHBOARD_DATABASE_URL names one), starts daphne on it as `bin/run` does (without the sync),
+and times `POST /api/claims/what-if/` from this process over loopback:
+
+* cold: the first question a fresh server process answers (database read, CEL compiled);
+* a new question on a warm server (a claim name not asked before: no result cache);
+* the same question right after a cluster change (one ResourceSlice and one allocated claim
+  written again through the sync's own write path, as a watcher does), median of several;
+* headroom (`count: max`) for the same 2-GPU claim.
+
+Prints each figure with its goal. Figures are wall time seen by the client, to the answer's last
+byte (as curl's time_total).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+
+from _django import ROOT, peak_rss_mib
+
+CLAIM = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}, namespace: team-a}}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {{deviceClassName: gpu.example.com, count: 2}}
+"""
+
+GOALS_MS = {"after-change": 100.0, "cold": 1000.0, "headroom": 500.0}
+
+
+def _setup_database(tmp: Path) -> str:
+    """Point Django at a fresh database; returns the URL the server process is given."""
+    url = os.environ.get("DASHBOARD_DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        url = f"sqlite:///{tmp / 'bench.sqlite3'}"
+        os.environ["DASHBOARD_DATABASE_URL"] = url
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+        name = connection.settings_dict["NAME"]
+        url = url.rsplit("/", 1)[0] + f"/{name}"
+    else:
+        call_command("migrate", verbosity=0, interactive=False)
+    return url
+
+
+def _post(port: int, token: str, body: dict) -> tuple[float, dict]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/claims/what-if/",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=120) as response:
+        body = response.read()
+    # Time to the last byte of the answer, as curl's time_total; parsing it is the client's.
+    elapsed = time.perf_counter() - started
+    return elapsed, json.loads(body)
+
+
+def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("the server did not answer /healthz within 60 s")
+
+
+def _line(label: str, seconds: float, goal: str) -> None:
+    ms = seconds * 1000
+    limit = GOALS_MS.get(goal)
+    verdict = (
+        ""
+        if limit is None
+        else f" (goal ≤ {limit:.0f} ms: {'met' if ms <= limit else 'MISSED'})"
+    )
+    print(f"{label}: {ms:.0f} ms{verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = _setup_database(Path(tmp))
+        from django.contrib.auth import get_user_model
+        from django.db import connection
+        from rest_framework.authtoken.models import Token
+
+        from demo.generator import generate_demo_cluster
+        from inventory.sync import HANDLERS, upsert_events
+
+        started = time.perf_counter()
+        by_kind: dict[str, list[dict]] = defaultdict(list)
+        for obj in generate_demo_cluster(nodes=args.nodes, seed=args.seed):
+            by_kind[str(obj.get("kind"))].append(obj)
+        order = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")
+        for kind in (*order, *sorted(set(by_kind) - set(order))):
+            if kind in HANDLERS:
+                upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
+        user = get_user_model().objects.create_user("bench", password=None)
+        token = Token.objects.create(user=user).key
+        claims = by_kind["ResourceClaim"]
+        to_change = [
+            (
+                "ResourceSlice",
+                copy.deepcopy(by_kind["ResourceSlice"][len(by_kind["ResourceSlice"]) // 2]),
+            ),
+            *(
+                ("ResourceClaim", copy.deepcopy(claims[(len(claims) * i) // 17]))
+                for i in range(1, 16)
+            ),
+        ]
+        del by_kind, claims
+        print(f"database: {connection.vendor}")
+        print(f"loaded the {args.nodes}-node demo cluster in {time.perf_counter() - started:.1f} s")
+        connection.close()
+
+        port = _free_port()
+        env = {
+            **os.environ,
+            "DASHBOARD_DATABASE_URL": url,
+            "DASHBOARD_EMBEDDED_SYNC": "0",
+            "DASHBOARD_DEBUG": "0",
+        }
+        server = subprocess.Popen(
+            [
+                str(ROOT / ".venv/bin/daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "console.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            _wait_ready(port, server)
+            body = {"yaml": CLAIM.format(name="bench-two-gpus")}
+            cold, answer = _post(port, token, body)
+            summary = answer["summary"]
+            _line(
+                f"what-if cold (fresh server, {summary['nodesChecked']} nodes, "
+                f"{summary['nodesFit']} fit)",
+                cold,
+                "cold",
+            )
+            fresh = [
+                _post(port, token, {"yaml": CLAIM.format(name=f"bench-new-{i}")})[0]
+                for i in range(args.runs)
+            ]
+            _line("what-if, a question not asked before (median)", statistics.median(fresh), "")
+            cached, _ = _post(port, token, body)
+            _line("what-if answered from the result cache", cached, "")
+            after = []
+            for index in range(args.runs):
+                kind, changed = to_change[index % len(to_change)]
+                meta = changed["metadata"]
+                meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1_000_000)
+                meta.setdefault("labels", {})["bench/changed"] = str(index)
+                if kind == "ResourceClaim":
+                    # The claim's pod finished: its devices are free again.
+                    changed["status"] = {}
+                upsert_events(kind, [(changed, None)], publish=False)
+                connection.close()
+                seconds, answer = _post(port, token, body)
+                assert answer["cached"] is False, (
+                    "a changed cluster must not be answered from cache"
+                )
+                after.append(seconds)
+            _line(
+                f"what-if right after a cluster change (median of {len(after)}, max "
+                f"{max(after) * 1000:.0f} ms)",
+                statistics.median(after),
+                "after-change",
+            )
+            headroom_seconds, full = _post(port, token, {**body, "count": "max"})
+            _line(
+                f"headroom count=max: {full['headroom']['placed']} copies on "
+                f"{len(full['headroom']['placements'])} nodes",
+                headroom_seconds,
+                "headroom",
+            )
+            print(
+                f"server peak RSS: {_server_rss_mib(server.pid):.0f} MiB; "
+                f"this process: {peak_rss_mib():.0f} MiB"
+            )
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _server_rss_mib(pid: int) -> float:
+    # VmHWM is the process's peak resident set, in kB.
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+if __name__ == "__main__":
+    main()
