@@ -1,4 +1,4 @@
-"""The what-if state that follows the sync equals a state built from scratch, change after change."""
+"""The what-if state that follows the sync equals one built from scratch, change after change."""
 
 from __future__ import annotations
 
