@@ -92,6 +92,7 @@ from claims.allocator.cel import functions as fn
 from claims.allocator.cel.checks import static_errors
 from claims.allocator.cel.cost import estimate_cost
 from claims.allocator.cel.macros import MacroError, public_message, rewrite_macros
+from claims.allocator.cel.projection import projection_of
 from claims.allocator.cel.rewrite import rewrite_domain_lookups
 
 __all__ = [
@@ -138,6 +139,8 @@ class DeviceInput:
 
 
 _counter = itertools.count()
+# Results kept per selector for projected device parts (a bound against hostile variety).
+_PROJECTED_RESULTS_MAX = 65_536
 _evaluations = 0
 _lock = threading.Lock()
 
@@ -308,7 +311,7 @@ def _located(expression: str, error: MacroError) -> str:
 class CompiledSelector:
     """A compiled device selector; ``matches`` evaluates it for one device."""
 
-    __slots__ = ("_env", "_program", "cost", "expression", "options")
+    __slots__ = ("_env", "_program", "_projection", "_projected", "cost", "expression", "options")
 
     def __init__(
         self, *, expression: str, options: CELOptions, env: Any, program: Any, cost: int
@@ -318,17 +321,40 @@ class CompiledSelector:
         self.cost = cost
         self._env = env
         self._program = program
+        # Results per part of the device the expression reads (see projection.py).
+        self._projection = projection_of(expression)
+        self._projected: dict[tuple[Any, ...], bool | str] = {}
 
     def matches(self, device: DeviceInput) -> bool:
         """Whether the device satisfies the selector; CELError on runtime errors."""
-        global _evaluations
         data = _device_data(device, self.options)
         if data.error is not None:
             raise CELError(f"CEL runtime error: {data.error}", expression=self.expression)
+        if self._projection is not None and data.value is not None:
+            try:
+                key, minimal = self._projection.project(data.value)
+            except TypeError:
+                return self._evaluate(_activation(self._env, data))
+            known = self._projected.get(key)
+            if known is None:
+                try:
+                    known = self._evaluate(self._env.Activation(minimal))
+                except CELError as exc:
+                    known = str(exc)
+                if len(self._projected) >= _PROJECTED_RESULTS_MAX:
+                    self._projected.clear()
+                self._projected[key] = known
+            if isinstance(known, str):
+                raise CELError(known, expression=self.expression)
+            return known
+        return self._evaluate(_activation(self._env, data))
+
+    def _evaluate(self, activation: Any) -> bool:
+        global _evaluations
         with _lock:
             _evaluations += 1
         try:
-            result = self._program.eval(_activation(self._env, data))
+            result = self._program.eval(activation)
         except Exception as exc:  # cel-cpp reports every failure as RuntimeError
             raise CELError(
                 f"CEL runtime error: {public_message(_clean_message(str(exc)))}",

@@ -54,9 +54,19 @@ def from_quantity(quantity: Quantity) -> dict[int, Any]:
 
 
 def quantity_value(text: object) -> dict[int, Any]:
-    """The CEL value of a quantity string; FunctionError when invalid."""
+    """The CEL value of a quantity string; FunctionError when invalid.
+
+    The value is shared between callers with the same text (devices repeat their capacities:
+    parsing them again for every device was a third of building a device's CEL input); it is
+    only ever read.
+    """
     if not isinstance(text, str):
         raise FunctionError(f"quantity must be a string, got {type(text).__name__}")
+    return _quantity_value(text)
+
+
+@lru_cache(maxsize=4096)
+def _quantity_value(text: str) -> dict[int, Any]:
     try:
         return from_quantity(Quantity.parse(text))
     except QuantityError as exc:

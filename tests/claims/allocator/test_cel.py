@@ -247,13 +247,19 @@ def test_moderate_expressions_are_allowed() -> None:
 
 
 def test_compile_cache_and_counter() -> None:
-    """Compiling twice returns the cached selector; every evaluation is counted."""
-    first = compile_selector('device.driver == "cache-test"')
-    assert compile_selector('device.driver == "cache-test"') is first
+    """Compiling twice returns the cached selector; every evaluation is counted, and a selector
+    reading only the driver and named attributes is evaluated once for alike devices."""
+    first = compile_selector('device.driver == "cache-test" || device.capacity.size() < 0')
+    assert compile_selector('device.driver == "cache-test" || device.capacity.size() < 0') is first
     before = evaluations()
     for _ in range(3):
         first.matches(DEVICE)
     assert evaluations() - before == 3
+    projected = compile_selector('device.driver == "cache-test"')
+    before = evaluations()
+    for _ in range(3):
+        projected.matches(DEVICE)
+    assert evaluations() - before == 1
 
 
 def test_result_is_exactly_bool() -> None:
