@@ -226,10 +226,20 @@ def _split_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
+_SCALAR_CONVERSIONS: Final[dict[str, Any]] = {"string": str, "int": int, "bool": bool}
+
+
 def _attribute_value(attr: Mapping[str, Any]) -> Any:
     # Like upstream, list values are exposed whether or not the list feature is on; the feature
     # only changes the declared types and adds includes().
-    if not isinstance(attr, Mapping):
+    if attr.__class__ is dict and len(attr) == 1:
+        # The common shape, one scalar field: the same value the general path below gives it,
+        # without its chain of lookups (this runs for every attribute of every device).
+        ((field_name, raw),) = attr.items()
+        convert = _SCALAR_CONVERSIONS.get(field_name)
+        if convert is not None and raw is not None:
+            return convert(raw)
+    elif not isinstance(attr, Mapping):
         raise ValueError("unsupported attribute value")
     for key in ("ints", "bools", "strings"):
         if attr.get(key) is not None:
@@ -259,7 +269,7 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
     capacity: dict[str, dict[str, Any]] = {}
     for name, cap in device.capacity.items():
         domain, ident = _split_name(name, device.driver)
-        raw = cap.get("value") if isinstance(cap, Mapping) else None
+        raw = cap.get("value") if cap.__class__ is dict or isinstance(cap, Mapping) else None
         try:
             value = fn.quantity_value(raw)
         except fn.FunctionError as exc:

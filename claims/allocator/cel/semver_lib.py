@@ -17,8 +17,20 @@ __all__ = ["is_semver", "overloads", "semver_value", "to_semver"]
 
 def semver_value(text: object, *, normalize: bool = False) -> list[str]:
     """The CEL value of a version string; FunctionError when invalid."""
+    if text.__class__ is str:
+        # Devices repeat their driver versions: parse each text once. A fresh list each time,
+        # as before, so no caller shares one.
+        return [_semver_text(text, normalize)]
     try:
         return [parse_semver(text, normalize=normalize).without_build()]  # type: ignore[arg-type]
+    except SemverError as exc:
+        raise FunctionError(f"parse semantic version: {exc}") from exc
+
+
+@lru_cache(maxsize=4096)
+def _semver_text(text: str, normalize: bool) -> str:
+    try:
+        return parse_semver(text, normalize=normalize).without_build()
     except SemverError as exc:
         raise FunctionError(f"parse semantic version: {exc}") from exc
 
