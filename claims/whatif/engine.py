@@ -123,6 +123,8 @@ def evaluate(
         progress(total, total, "nodes")
     node_entries = [_node_entry(v, refs, f) for v, f in zip(verdicts, filters, strict=True)]
     fitting = [v for v in verdicts if v.fits]
+    # Headroom marks nodes it filled as no longer fitting; placements list the first pass's.
+    fitting_ids = {id(v) for v in fitting}
     first = next((v for v in fitting if v.schedulable), None)
     headroom = place_copies(
         sim,
@@ -151,14 +153,15 @@ def evaluate(
     return {
         "fits": first is not None,
         "nodes": node_entries,
+        # The node entries' claim entries, not copies: the same JSON, built once.
         "placements": [
             {
                 "node": v.node,
-                "devices": [d for e in claim_entries(v.results, refs) for d in e["devices"]],
-                "claims": claim_entries(v.results, refs),
+                "devices": [d for e in entry["claims"] for d in e["devices"]],
+                "claims": entry["claims"],
             }
-            for v in fitting
-            if v.schedulable
+            for v, entry in zip(verdicts, node_entries, strict=True)
+            if id(v) in fitting_ids and v.schedulable
         ],
         "summary": {
             "nodesChecked": len(verdicts),

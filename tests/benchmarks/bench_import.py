@@ -68,8 +68,10 @@ def main() -> None:
         f"{ResourceClaim.objects.count()} claims"
     )
     print(f"import: {elapsed:.2f} s ({len(objects) / elapsed:.0f} objects/s)")
-    print(f"re-import of the same snapshot (no changes): {reimport:.2f} s, "
-          f"{again.result.upserted} written")
+    print(
+        f"re-import of the same snapshot (no changes): {reimport:.2f} s, "
+        f"{again.result.upserted} written"
+    )
     print(
         f"peak memory: {traced_peak / 2**20:.0f} MiB allocated by Python during the import "
         f"(tracemalloc); process peak RSS {rss_after:.0f} MiB after the first import "
