@@ -42,8 +42,11 @@ RESULT_CACHE_SECONDS = 600
 _SIMULATIONS_KEPT = 4
 _simulations: OrderedDict[str, Simulation] = OrderedDict()
 _simulations_lock = threading.Lock()
-# Per set of features, the simulation without assumptions that follows the cluster.
-_live: dict[str, Simulation] = {}
+# Per set of features, the simulation without assumptions that follows the cluster; the most
+# recently used few only (each holds the allocator's view of the whole cluster, and the features
+# are the caller's to choose).
+_live: OrderedDict[str, Simulation] = OrderedDict()
+_LIVE_KEPT = 2
 _LIVE_WAIT_SECONDS = 2.0
 _CACHE_PREFIX = "whatif:result:"
 
@@ -166,6 +169,8 @@ def _live_simulation(
     key = json.dumps(options.features, sort_keys=True)
     with _simulations_lock:
         sim = _live.get(key)
+        if sim is not None:
+            _live.move_to_end(key)
     if sim is None or not sim.lock.acquire(timeout=_LIVE_WAIT_SECONDS):
         state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
         fresh = Simulation(build_view(state, slice_cache, ()), features=options.feature_set())
@@ -173,7 +178,7 @@ def _live_simulation(
         fresh.lock.acquire()
         if sim is None:
             with _simulations_lock:
-                _live.setdefault(key, fresh)
+                _keep_live(key, fresh)
         sim = fresh
     try:
         if sim.view.fingerprint != fingerprint:
@@ -186,12 +191,21 @@ def _live_simulation(
                 sim.keep_verdicts()
                 sim.lock.acquire()
                 with _simulations_lock:
-                    _live[key] = sim
+                    _keep_live(key, sim)
             else:
                 sim.follow(view, change)
         yield sim
     finally:
         sim.lock.release()
+
+
+def _keep_live(key: str, sim: Simulation) -> None:
+    """Keep `sim` as the live simulation for `key`; the least recently used go past the bound.
+    Must hold `_simulations_lock`."""
+    _live[key] = sim
+    _live.move_to_end(key)
+    while len(_live) > _LIVE_KEPT:
+        _live.popitem(last=False)
 
 
 def forget_simulations() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
@@ -235,3 +236,16 @@ def test_a_change_asks_again_only_about_touched_nodes(demo) -> None:
     # copy on (asked again for stranded devices) may be.
     assert node in asked
     assert set(asked) <= {node, answer["summary"]["firstNode"]}
+
+
+@pytest.mark.django_db
+def test_few_followed_simulations_are_kept(demo) -> None:
+    """Each set of features has its own followed simulation; only the most recent few stay."""
+    text = QUESTIONS[0]
+    for features in ({}, {"DeviceTaints": False}, {"ConsumableCapacity": False}):
+        what_if(text, use_cache=False, features=features)
+    kept = [json.loads(key) for key in _live]
+    assert len(kept) == 2
+    # The default set went first; the two most recent remain, the newest last.
+    assert kept[0].get("DeviceTaints") is False
+    assert kept[1].get("ConsumableCapacity") is False
