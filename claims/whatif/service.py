@@ -28,11 +28,12 @@ from claims.whatif.extended import class_mapping
 from claims.whatif.follow import view_change
 from claims.whatif.inputs import JSON
 from claims.whatif.nodefilter import check_all
-from claims.whatif.options import Options, parse_options
+from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
 from claims.whatif.pods import ParsedInput, distinct_claims, parse_input
 from claims.whatif.quota import admission
 from claims.whatif.state import ClusterView, build_view, cluster_state
+from dashboard.cancel import SHUTTING_DOWN, stop_reason
 from dashboard.timings import observe_whatif_seconds
 from inventory.models import DeviceClass, Namespace, SyncState
 
@@ -40,7 +41,13 @@ log = logging.getLogger(__name__)
 
 RESULT_CACHE_SECONDS = 600
 _SIMULATIONS_KEPT = 4
+# Kept simulations with assumptions hold, beyond what the cluster itself costs, the devices their
+# add-nodes (and copied, retainted slices) brought: in all at most this many (two requests at
+# MAX_ADDED_DEVICES), whatever their count.
+_SIMULATIONS_KEPT_DEVICES = 2 * MAX_ADDED_DEVICES
 _simulations: OrderedDict[str, Simulation] = OrderedDict()
+# Per kept simulation, the slices its assumptions made and their devices (`_assumed_slices`).
+_assumed: dict[str, tuple[int, list[JSON]]] = {}
 _simulations_lock = threading.Lock()
 # Per set of features, the simulation without assumptions that follows the cluster.
 _live: dict[str, Simulation] = {}
@@ -148,15 +155,63 @@ def simulation_for(
         view = build_view(state, slice_cache, options.assume)
         sim = Simulation(view, features=options.feature_set())
         sim.lock.acquire()
-        with _simulations_lock:
-            _simulations[key] = sim
-            _simulations.move_to_end(key, last=False)
-            while len(_simulations) > _SIMULATIONS_KEPT:
-                _simulations.popitem()
+        _keep_simulation(key, sim, assumed=_assumed_slices(view, state.slices))
     try:
         yield sim
     finally:
+        if sim.cancelled:
+            # Nobody waits for this answer: keep nothing it built.
+            _drop_simulation(key, sim)
         sim.lock.release()
+
+
+def _assumed_slices(view: ClusterView, cluster_slices: Sequence[JSON]) -> list[JSON]:
+    """The view's slices that are not the cluster's own objects (added, copied, retainted)."""
+    shared = {id(s) for s in cluster_slices}
+    return [s for s in view.slices if id(s) not in shared]
+
+
+def _devices(slices: Sequence[JSON]) -> int:
+    return sum(len((s.get("spec") or {}).get("devices") or []) for s in slices)
+
+
+def _keep_simulation(key: str, sim: Simulation, *, assumed: list[JSON]) -> None:
+    """Keep `sim` first; drop the oldest past _SIMULATIONS_KEPT or _SIMULATIONS_KEPT_DEVICES.
+
+    A dropped simulation's assumed slices are forgotten by the shared slice cache too, so what
+    the kept ones hold beyond the cluster is bounded by the devices they added.
+    """
+    dropped: list[list[JSON]] = []
+    with _simulations_lock:
+        _simulations.pop(key, None)
+        old = _assumed.pop(key, None)
+        if old is not None:
+            dropped.append(old[1])
+        _simulations[key] = sim
+        _simulations.move_to_end(key, last=False)
+        _assumed[key] = (_devices(assumed), assumed)
+        while len(_simulations) > _SIMULATIONS_KEPT or (
+            sum(devices for devices, _ in _assumed.values()) > _SIMULATIONS_KEPT_DEVICES
+        ):
+            gone, _ = _simulations.popitem()
+            dropped.append(_assumed.pop(gone)[1])
+    for slices in dropped:
+        sim.view.slice_cache.forget(slices)
+
+
+def _drop_simulation(key: str, sim: Simulation) -> None:
+    with _simulations_lock:
+        kept = _simulations.get(key) is sim
+        if kept:
+            del _simulations[key]
+        assumed = _assumed.pop(key, (0, []))[1] if kept else []
+    sim.view.slice_cache.forget(assumed)
+
+
+def kept_simulations() -> tuple[int, int]:
+    """How many simulations with assumptions are kept, and the devices their assumptions added."""
+    with _simulations_lock:
+        return len(_simulations), sum(devices for devices, _ in _assumed.values())
 
 
 @contextmanager
@@ -198,6 +253,7 @@ def forget_simulations() -> None:
     """Drop kept simulations (tests)."""
     with _simulations_lock:
         _simulations.clear()
+        _assumed.clear()
         _live.clear()
 
 
@@ -383,15 +439,20 @@ def what_if(
             )
         finally:
             sim.end_budget()
-        gave_up = sim.gave_up
+        gave_up, cancelled = sim.gave_up, sim.cancelled
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if gave_up is not None:
         evaluated = sum(1 for n in answer.get("nodes") or [] if "not evaluated" not in str(n))
         answer["gaveUp"] = {
             "budgetSeconds": budget,
             "searchedSeconds": round(gave_up, 3),
-            "message": f"gave up after {budget:g} s; partial answer: {evaluated} of "
-            f"{len(answer.get('nodes') or [])} nodes evaluated",
+            "cancelled": cancelled,
+            "message": (
+                f"cancelled after {gave_up:.1f} s ({stop_reason() or SHUTTING_DOWN})"
+                if cancelled
+                else f"gave up after {budget:g} s"
+            )
+            + f"; partial answer: {evaluated} of {len(answer.get('nodes') or [])} nodes evaluated",
         }
         # A partial answer depends on timing: never served again from the cache.
         use_cache = False
