@@ -27,7 +27,8 @@ from django.db import close_old_connections
 from rest_framework.authtoken.models import Token
 
 from claims.whatif import service
-from claims.whatif.service import kept_simulations, what_if
+from claims.whatif.service import forget_simulations, kept_simulations, what_if
+from claims.whatif.state import forget_cluster_state
 from console.asgi import application
 from dashboard.cancel import (
     SHUTTING_DOWN,
@@ -67,8 +68,12 @@ def token(db) -> str:
 @pytest.fixture
 def cluster(db, settings) -> Iterator[None]:
     settings.WHATIF_BUDGET_SECONDS = BUDGET
+    forget_cluster_state()
+    forget_simulations()
+    cache.clear()
     load_objects(hostile_cluster(nodes=3))
     yield
+    forget_simulations()
 
 
 async def _leave_early(body: bytes, token: str, *, leave_after: float) -> tuple[int, float]:
