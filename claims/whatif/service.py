@@ -150,18 +150,22 @@ def simulation_for(
     key = json.dumps([fingerprint, options.assume, options.features], sort_keys=True)
     with _simulations_lock:
         sim = _simulations.get(key)
+    built: list[JSON] | None = None
     if sim is None or not sim.lock.acquire(blocking=False):
         state, slice_cache = cluster_state(fingerprint=fingerprint)
         view = build_view(state, slice_cache, options.assume)
         sim = Simulation(view, features=options.feature_set())
         sim.lock.acquire()
-        _keep_simulation(key, sim, assumed=_assumed_slices(view, state.slices))
+        built = _assumed_slices(view, state.slices)
+        _keep_simulation(key, sim, assumed=built)
     try:
         yield sim
     finally:
         if sim.cancelled:
             # Nobody waits for this answer: keep nothing it built.
             _drop_simulation(key, sim)
+        if built is not None:
+            _forget_unless_kept(key, sim, built)
         sim.lock.release()
 
 
@@ -176,22 +180,25 @@ def _devices(slices: Sequence[JSON]) -> int:
 
 
 def _keep_simulation(key: str, sim: Simulation, *, assumed: list[JSON]) -> None:
-    """Keep `sim` first; drop the oldest past _SIMULATIONS_KEPT or _SIMULATIONS_KEPT_DEVICES.
+    """Keep `sim` first, dropping the oldest past _SIMULATIONS_KEPT or _SIMULATIONS_KEPT_DEVICES.
 
-    A dropped simulation's assumed slices are forgotten by the shared slice cache too, so what
-    the kept ones hold beyond the cluster is bounded by the devices they added.
+    A simulation whose assumptions alone pass the device bound is not kept. A dropped one's
+    assumed slices are forgotten by the shared slice cache too, so what kept simulations hold
+    beyond the cluster itself is bounded by the devices their assumptions added.
     """
+    devices = _devices(assumed)
     dropped: list[list[JSON]] = []
     with _simulations_lock:
         _simulations.pop(key, None)
         old = _assumed.pop(key, None)
         if old is not None:
             dropped.append(old[1])
-        _simulations[key] = sim
-        _simulations.move_to_end(key, last=False)
-        _assumed[key] = (_devices(assumed), assumed)
+        if devices <= _SIMULATIONS_KEPT_DEVICES:
+            _simulations[key] = sim
+            _simulations.move_to_end(key, last=False)
+            _assumed[key] = (devices, assumed)
         while len(_simulations) > _SIMULATIONS_KEPT or (
-            sum(devices for devices, _ in _assumed.values()) > _SIMULATIONS_KEPT_DEVICES
+            sum(kept for kept, _ in _assumed.values()) > _SIMULATIONS_KEPT_DEVICES
         ):
             gone, _ = _simulations.popitem()
             dropped.append(_assumed.pop(gone)[1])
@@ -200,12 +207,21 @@ def _keep_simulation(key: str, sim: Simulation, *, assumed: list[JSON]) -> None:
 
 
 def _drop_simulation(key: str, sim: Simulation) -> None:
+    entry = None
+    with _simulations_lock:
+        if _simulations.get(key) is sim:
+            del _simulations[key]
+            entry = _assumed.pop(key, None)
+    if entry is not None:
+        sim.view.slice_cache.forget(entry[1])
+
+
+def _forget_unless_kept(key: str, sim: Simulation, assumed: list[JSON]) -> None:
+    """After use: the parsed assumed slices of a simulation no longer kept are let go."""
     with _simulations_lock:
         kept = _simulations.get(key) is sim
-        if kept:
-            del _simulations[key]
-        assumed = _assumed.pop(key, (0, []))[1] if kept else []
-    sim.view.slice_cache.forget(assumed)
+    if not kept:
+        sim.view.slice_cache.forget(assumed)
 
 
 def kept_simulations() -> tuple[int, int]:
