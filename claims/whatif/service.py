@@ -381,7 +381,8 @@ def what_if(
     {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
     is the default namespace of the input (and the quota checked). `budget` bounds the
     search in seconds: past it the nodes not yet asked are "not evaluated" and the answer
-    carries `gaveUp` {budgetSeconds, searchedSeconds, message} (never cached).
+    carries `gaveUp` {budgetSeconds, searchedSeconds, cancelled, message} (never cached); the
+    same, with `cancelled` true, when the client went away or the server stops meanwhile.
 
     Returns a JSON-ready dict. About the gang (or the first pod): `nodes` [{node, schedulable,
     filter?: {filter, reason} (the scheduler filter that removed the node), fits, claims:

@@ -16,15 +16,16 @@ LIMIT = 64 * 1024
 def big_answer() -> dict:
     """An answer shaped like a large cluster's: long node, placement and pod lists."""
     devices = [{"driver": "gpu.example.com", "pool": "p", "device": f"gpu-{d}"} for d in range(8)]
+    copies = [{"node": f"n-{n}", "copies": 2} for n in range(3000)]
     return {
         "fits": True,
         "nodes": [{"node": f"node-{n:04}", "fits": True, "devices": devices} for n in range(2000)],
         "placements": [{"node": f"node-{n:04}", "devices": devices[:2]} for n in range(1500)],
-        "headroom": {"placed": 3000, "placements": [{"node": f"n-{n}", "copies": 2} for n in range(3000)]},
+        "headroom": {"placed": 3000, "placements": copies},
         "summary": {"nodesChecked": 2000, "nodesFit": 2000, "headroom": 3000},
         "reasons": [],
         "fingerprint": "abc",
-    }  # fmt: skip
+    }
 
 
 def test_a_small_answer_is_kept_whole() -> None:
