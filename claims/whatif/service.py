@@ -12,7 +12,6 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +26,7 @@ from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
 from claims.whatif.extended import class_mapping
 from claims.whatif.follow import view_change
 from claims.whatif.inputs import JSON
+from claims.whatif.kept import KeptSimulations, assumed_slices
 from claims.whatif.nodefilter import check_all
 from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
@@ -41,13 +41,10 @@ log = logging.getLogger(__name__)
 
 RESULT_CACHE_SECONDS = 600
 _SIMULATIONS_KEPT = 4
-# Kept simulations with assumptions hold, beyond what the cluster itself costs, the devices their
-# add-nodes (and copied, retainted slices) brought: in all at most this many (two requests at
-# MAX_ADDED_DEVICES), whatever their count.
+# Simulations with assumptions kept for reuse; their assumptions may have added at most this many
+# devices in all (two requests at MAX_ADDED_DEVICES), beyond what the cluster itself costs.
 _SIMULATIONS_KEPT_DEVICES = 2 * MAX_ADDED_DEVICES
-_simulations: OrderedDict[str, Simulation] = OrderedDict()
-# Per kept simulation, the slices its assumptions made and their devices (`_assumed_slices`).
-_assumed: dict[str, tuple[int, list[JSON]]] = {}
+_simulations = KeptSimulations(limit=_SIMULATIONS_KEPT, max_devices=_SIMULATIONS_KEPT_DEVICES)
 _simulations_lock = threading.Lock()
 # Per set of features, the simulation without assumptions that follows the cluster.
 _live: dict[str, Simulation] = {}
@@ -148,86 +145,29 @@ def simulation_for(
             yield sim
         return
     key = json.dumps([fingerprint, options.assume, options.features], sort_keys=True)
-    with _simulations_lock:
-        sim = _simulations.get(key)
+    sim = _simulations.get(key)
     built: list[JSON] | None = None
     if sim is None or not sim.lock.acquire(blocking=False):
         state, slice_cache = cluster_state(fingerprint=fingerprint)
         view = build_view(state, slice_cache, options.assume)
         sim = Simulation(view, features=options.feature_set())
         sim.lock.acquire()
-        built = _assumed_slices(view, state.slices)
-        _keep_simulation(key, sim, assumed=built)
+        built = assumed_slices(view, state.slices)
+        _simulations.keep(key, sim, assumed=built)
     try:
         yield sim
     finally:
         if sim.cancelled:
             # Nobody waits for this answer: keep nothing it built.
-            _drop_simulation(key, sim)
+            _simulations.drop(key, sim)
         if built is not None:
-            _forget_unless_kept(key, sim, built)
+            _simulations.release(key, sim, assumed=built)
         sim.lock.release()
-
-
-def _assumed_slices(view: ClusterView, cluster_slices: Sequence[JSON]) -> list[JSON]:
-    """The view's slices that are not the cluster's own objects (added, copied, retainted)."""
-    shared = {id(s) for s in cluster_slices}
-    return [s for s in view.slices if id(s) not in shared]
-
-
-def _devices(slices: Sequence[JSON]) -> int:
-    return sum(len((s.get("spec") or {}).get("devices") or []) for s in slices)
-
-
-def _keep_simulation(key: str, sim: Simulation, *, assumed: list[JSON]) -> None:
-    """Keep `sim` first, dropping the oldest past _SIMULATIONS_KEPT or _SIMULATIONS_KEPT_DEVICES.
-
-    A simulation whose assumptions alone pass the device bound is not kept. A dropped one's
-    assumed slices are forgotten by the shared slice cache too, so what kept simulations hold
-    beyond the cluster itself is bounded by the devices their assumptions added.
-    """
-    devices = _devices(assumed)
-    dropped: list[list[JSON]] = []
-    with _simulations_lock:
-        _simulations.pop(key, None)
-        old = _assumed.pop(key, None)
-        if old is not None:
-            dropped.append(old[1])
-        if devices <= _SIMULATIONS_KEPT_DEVICES:
-            _simulations[key] = sim
-            _simulations.move_to_end(key, last=False)
-            _assumed[key] = (devices, assumed)
-        while len(_simulations) > _SIMULATIONS_KEPT or (
-            sum(kept for kept, _ in _assumed.values()) > _SIMULATIONS_KEPT_DEVICES
-        ):
-            gone, _ = _simulations.popitem()
-            dropped.append(_assumed.pop(gone)[1])
-    for slices in dropped:
-        sim.view.slice_cache.forget(slices)
-
-
-def _drop_simulation(key: str, sim: Simulation) -> None:
-    entry = None
-    with _simulations_lock:
-        if _simulations.get(key) is sim:
-            del _simulations[key]
-            entry = _assumed.pop(key, None)
-    if entry is not None:
-        sim.view.slice_cache.forget(entry[1])
-
-
-def _forget_unless_kept(key: str, sim: Simulation, assumed: list[JSON]) -> None:
-    """After use: the parsed assumed slices of a simulation no longer kept are let go."""
-    with _simulations_lock:
-        kept = _simulations.get(key) is sim
-    if not kept:
-        sim.view.slice_cache.forget(assumed)
 
 
 def kept_simulations() -> tuple[int, int]:
     """How many simulations with assumptions are kept, and the devices their assumptions added."""
-    with _simulations_lock:
-        return len(_simulations), sum(devices for devices, _ in _assumed.values())
+    return _simulations.summary()
 
 
 @contextmanager
@@ -267,9 +207,8 @@ def _live_simulation(
 
 def forget_simulations() -> None:
     """Drop kept simulations (tests)."""
+    _simulations.clear()
     with _simulations_lock:
-        _simulations.clear()
-        _assumed.clear()
         _live.clear()
 
 
@@ -465,7 +404,7 @@ def what_if(
             "searchedSeconds": round(gave_up, 3),
             "cancelled": cancelled,
             "message": (
-                f"cancelled after {gave_up:.1f} s ({stop_reason() or SHUTTING_DOWN})"
+                f"cancelled after {answer['elapsedSeconds']:g} s ({stop_reason() or SHUTTING_DOWN})"
                 if cancelled
                 else f"gave up after {budget:g} s"
             )

@@ -12,6 +12,7 @@ from claims.whatif import service, state
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_ADDED_DEVICES, MAX_ADDED_NODES, parse_assume
 from claims.whatif.service import kept_simulations, what_if
+from claims.whatif.simulation import Simulation
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.test_add_node_shape import _gpu, gpu_shape
 from tests.claims.whatif.test_budget import hostile_cluster
@@ -110,7 +111,7 @@ def test_copied_devices_are_bounded_in_total(api) -> None:
 def test_kept_simulations_are_bounded_by_the_devices_they_added(monkeypatch) -> None:
     """Past the device bound the oldest are dropped, an oversized one is not kept, and the
     shared slice cache holds parsed slices of kept simulations only."""
-    monkeypatch.setattr(service, "_SIMULATIONS_KEPT_DEVICES", 2500)
+    monkeypatch.setattr(service._simulations, "max_devices", 2500)
     load_objects(hostile_cluster(nodes=3))
     for count in (100, 110, 120):  # 800, 880 and 960 devices
         what_if(ONE_GPU, assume=[{"op": "add-nodes", "like": "node-0", "count": count}])
@@ -122,11 +123,17 @@ def test_kept_simulations_are_bounded_by_the_devices_they_added(monkeypatch) -> 
 
 
 @pytest.mark.django_db
-def test_a_kept_simulation_is_reused() -> None:
+def test_a_kept_simulation_is_reused(monkeypatch) -> None:
     """The same question with the same assumptions reuses the kept simulation."""
     load_objects(hostile_cluster(nodes=3))
+    built: list[object] = []
+
+    def counted(*args, **kwargs):
+        built.append(Simulation(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(service, "Simulation", counted)
     assume = [{"op": "add-nodes", "like": "node-0", "count": 5}]
     what_if(ONE_GPU, assume=assume, use_cache=False)
-    kept = list(service._simulations.values())
     what_if(ONE_GPU, assume=assume, use_cache=False)
-    assert list(service._simulations.values()) == kept and kept_simulations() == (1, 5 * GPUS)
+    assert len(built) == 1 and kept_simulations() == (1, 5 * GPUS)
