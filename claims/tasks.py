@@ -1,7 +1,8 @@
 """Celery tasks of the claims app: asynchronous what-if jobs and pending-claim diagnoses.
 
 A what-if job keeps its state in the Django cache under its id (queued, running with progress,
-done with the answer, failed with the field at fault) and announces each update on the live layer
+done with the answer (cut to settings.WHATIF_JOB_RESULT_MAX_BYTES, `claims.whatif.trim`),
+failed with the field at fault) and announces each update on the live layer
 (`whatif` topic, the job id). `refresh_diagnoses` recomputes the diagnoses of waiting claims; the
 sync asks for it with `schedule_diagnoses()` after a batch, which debounces: at most one queued
 run per `DIAGNOSIS_DEBOUNCE_SECONDS`.
@@ -23,6 +24,7 @@ from claims.whatif.diagnosis import diagnose_all
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import REQUEST_KEYS
 from claims.whatif.request import run_request
+from claims.whatif.trim import trim_answer
 from dashboard.live import publish_changes
 
 log = logging.getLogger(__name__)
@@ -123,9 +125,9 @@ def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
         _store(job)
 
     try:
-        job["result"] = run_request(
-            request, progress=progress, budget=settings.WHATIF_JOB_BUDGET_SECONDS
-        )
+        answer = run_request(request, progress=progress, budget=settings.WHATIF_JOB_BUDGET_SECONDS)
+        # Kept for JOB_CACHE_SECONDS: bounded in size, whatever the cluster and the question.
+        job["result"] = trim_answer(answer, max_bytes=settings.WHATIF_JOB_RESULT_MAX_BYTES)
         job["status"] = "done"
     except WhatIfError as exc:
         job["status"] = "failed"

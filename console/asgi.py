@@ -12,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.cancel import CancelOnDisconnect, watch_server_shutdown  # noqa: E402
 from dashboard.security import WebsocketOriginValidator, harden  # noqa: E402
 
 if settings.EMBEDDED_SYNC:
@@ -21,7 +22,8 @@ if settings.EMBEDDED_SYNC:
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # A search whose client went away, or that runs when the server stops, is cancelled.
+        "http": CancelOnDisconnect(django_asgi_app),
         "websocket": WebsocketOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
@@ -29,3 +31,5 @@ application = ProtocolTypeRouter(
 )
 # Trusted-proxy headers and the request body cap, around everything (dashboard/security.py).
 application = harden(application)
+# SIGTERM under daphne: running searches stop at once, so the process exits within seconds.
+watch_server_shutdown()

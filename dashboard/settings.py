@@ -266,6 +266,8 @@ WHATIF_JOB_BUDGET_SECONDS = env_int("WHATIF_JOB_BUDGET_SECONDS", 120, minimum=1)
 DIAGNOSIS_BUDGET_SECONDS = env_int("DIAGNOSIS_BUDGET_SECONDS", 2, minimum=1)
 # Unfinished what-if jobs one user may have at a time (more: 429).
 WHATIF_JOBS_PER_USER = env_int("WHATIF_JOBS_PER_USER", 3, minimum=1)
+# A finished job keeps its answer for an hour: at most this many bytes of JSON (longer lists cut).
+WHATIF_JOB_RESULT_MAX_BYTES = env_int("WHATIF_JOB_RESULT_MAX_BYTES", 2 * 1024 * 1024, minimum=65536)
 READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
 # Leaks: an allocated claim reserved for nobody for longer than this is reported as leaked.
 LEAK_UNRESERVED_SECONDS = env_int("LEAK_UNRESERVED_SECONDS", 600, minimum=0)

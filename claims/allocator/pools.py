@@ -360,6 +360,26 @@ class SliceCache:
             }
         return len(dropped)
 
+    def forget(self, slices: Iterable[JSON]) -> int:
+        """Forget these slice objects and the pools built from them; returns how many were known.
+
+        For objects only one short-lived view held (a what-if's assumed nodes): the rest of the
+        cache stays as it is.
+        """
+        gone = {id(raw) for raw in slices}
+        with self._lock:
+            dropped = [self._by_id.pop(key) for key in gone if key in self._by_id]
+        if dropped:
+            dropped_infos = {id(info) for info in dropped}
+            # In place, unlike `retain`: long-lived allocators share this very map (their
+            # PoolBuilder holds it), and must not keep the forgotten pools alive. list() copies
+            # in one step; allocators may add pools meanwhile, and a pool removed under an
+            # allocator that still wants it is only built again.
+            for key, _ in list(self.pools.items()):
+                if any(id(info) in dropped_infos for part in key[1:] for info in part):
+                    self.pools.pop(key, None)
+        return len(dropped)
+
     def clear(self) -> None:
         """Forget every slice and pool, e.g. when a new snapshot replaces the old objects."""
         with self._lock:

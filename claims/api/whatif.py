@@ -105,8 +105,9 @@ class WhatIfRequestSerializer(serializers.Serializer):
     assume = serializers.JSONField(
         required=False,
         help_text="Changes to assume: release-claim, remove-node, add-nodes (`like` an existing "
-        "node, or a `shape`: {node, slices} with `{node}` placeholders; 1,000 added nodes at "
-        "most), taint-device, untaint-device, drop-pool (objects with `op`).",
+        "node, or a `shape`: {node, slices} with `{node}` placeholders; 1,000 added nodes and "
+        "20,000 added devices at most), taint-device, untaint-device, drop-pool (objects with "
+        "`op`).",
     )
     features = serializers.JSONField(required=False, help_text="Allocator feature switches.")
     namespace = serializers.CharField(required=False, help_text="Default namespace.")

@@ -15,17 +15,19 @@ from typing import Any
 
 from claims.allocator import Features, ScenarioError
 from claims.whatif.inputs import JSON, WhatIfError
-from claims.whatif.shapes import parse_shape
+from claims.whatif.shapes import parse_shape, shape_devices
 from inventory.kube.selectors import Requirement, SelectorError, parse_label_selector
 
 __all__ = [
     "ASSUME_OPS",
+    "MAX_ADDED_DEVICES",
     "MAX_ADDED_NODES",
     "MAX_ASSUME",
     "MAX_COUNT",
     "REQUEST_KEYS",
     "Options",
     "Requirement",
+    "check_added_devices",
     "parse_assume",
     "parse_count",
     "parse_features",
@@ -49,6 +51,10 @@ REQUEST_KEYS = (
 
 MAX_COUNT = 10_000
 MAX_ADDED_NODES = 1_000
+# Devices all add-nodes changes of one request may add, in total: about 1.4 KB each once
+# the simulation asked every node (more with many attributes), so some 30-100 MB at most.
+# 1,000 nodes of 16 GPUs fit; 1,000 nodes of a 64-slice shape (up to 8 million devices) do not.
+MAX_ADDED_DEVICES = 20_000
 MAX_ASSUME = 100
 
 # Operators of assumed changes; camelCase spellings are accepted too.
@@ -165,6 +171,7 @@ def parse_assume(value: Any) -> list[JSON]:
         raise WhatIfError("assume", f"at most {MAX_ASSUME} changes")
     changes: list[JSON] = []
     added = 0
+    devices = 0
     for index, entry in enumerate(value):
         where = f"assume[{index}]"
         if not isinstance(entry, Mapping):
@@ -188,7 +195,13 @@ def parse_assume(value: Any) -> list[JSON]:
                 raise WhatIfError(
                     f"{where}.count", f"at most {MAX_ADDED_NODES} added nodes per request"
                 )
-            changes.append(_add_nodes(entry, count=count, where=where))
+            change = _add_nodes(entry, count=count, where=where)
+            if "shape" in change:
+                # Copies of an existing node are counted when the cluster is at hand (build_view).
+                devices = check_added_devices(
+                    devices + count * shape_devices(change["shape"]), where=where
+                )
+            changes.append(change)
         elif op == "taint-device":
             device = _device_id(_text(entry, "device", where=where), where=f"{where}.device")
             taint = entry.get("taint") or {"key": entry.get("key"), "effect": entry.get("effect")}
@@ -216,6 +229,17 @@ def parse_assume(value: Any) -> list[JSON]:
                 raise WhatIfError(f"{where}.pool", "expected driver/pool")
             changes.append({"op": op, "pool": pool})
     return changes
+
+
+def check_added_devices(total: int, *, where: str) -> int:
+    """`total` (devices added so far by a request's add-nodes changes) if within bounds."""
+    if total > MAX_ADDED_DEVICES:
+        raise WhatIfError(
+            f"{where}.count",
+            f"the added nodes would bring {total:,} devices; at most {MAX_ADDED_DEVICES:,} "
+            "added devices per request",
+        )
+    return total
 
 
 def _add_nodes(entry: Mapping[str, Any], *, count: int, where: str) -> JSON:

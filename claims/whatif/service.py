@@ -12,7 +12,6 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -27,12 +26,14 @@ from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
 from claims.whatif.extended import class_mapping
 from claims.whatif.follow import view_change
 from claims.whatif.inputs import JSON
+from claims.whatif.kept import KeptSimulations, assumed_slices
 from claims.whatif.nodefilter import check_all
-from claims.whatif.options import Options, parse_options
+from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
 from claims.whatif.pods import ParsedInput, distinct_claims, parse_input
 from claims.whatif.quota import admission
 from claims.whatif.state import ClusterView, build_view, cluster_state
+from dashboard.cancel import SHUTTING_DOWN, stop_reason
 from dashboard.timings import observe_whatif_seconds
 from inventory.models import DeviceClass, Namespace, SyncState
 
@@ -40,7 +41,10 @@ log = logging.getLogger(__name__)
 
 RESULT_CACHE_SECONDS = 600
 _SIMULATIONS_KEPT = 4
-_simulations: OrderedDict[str, Simulation] = OrderedDict()
+# Simulations with assumptions kept for reuse; their assumptions may have added at most this many
+# devices in all (two requests at MAX_ADDED_DEVICES), beyond what the cluster itself costs.
+_SIMULATIONS_KEPT_DEVICES = 2 * MAX_ADDED_DEVICES
+_simulations = KeptSimulations(limit=_SIMULATIONS_KEPT, max_devices=_SIMULATIONS_KEPT_DEVICES)
 _simulations_lock = threading.Lock()
 # Per set of features, the simulation without assumptions that follows the cluster; the most
 # recently used few only (each holds the allocator's view of the whole cluster, and the features
@@ -144,22 +148,29 @@ def simulation_for(
             yield sim
         return
     key = json.dumps([fingerprint, options.assume, options.features], sort_keys=True)
-    with _simulations_lock:
-        sim = _simulations.get(key)
+    sim = _simulations.get(key)
+    built: list[JSON] | None = None
     if sim is None or not sim.lock.acquire(blocking=False):
         state, slice_cache = cluster_state(fingerprint=fingerprint)
         view = build_view(state, slice_cache, options.assume)
         sim = Simulation(view, features=options.feature_set())
         sim.lock.acquire()
-        with _simulations_lock:
-            _simulations[key] = sim
-            _simulations.move_to_end(key, last=False)
-            while len(_simulations) > _SIMULATIONS_KEPT:
-                _simulations.popitem()
+        built = assumed_slices(view, state.slices)
+        _simulations.keep(key, sim, assumed=built)
     try:
         yield sim
     finally:
+        if sim.cancelled:
+            # Nobody waits for this answer: keep nothing it built.
+            _simulations.drop(key, sim)
+        if built is not None:
+            _simulations.release(key, sim, assumed=built)
         sim.lock.release()
+
+
+def kept_simulations() -> tuple[int, int]:
+    """How many simulations with assumptions are kept, and the devices their assumptions added."""
+    return _simulations.summary()
 
 
 @contextmanager
@@ -210,8 +221,8 @@ def _keep_live(key: str, sim: Simulation) -> None:
 
 def forget_simulations() -> None:
     """Drop kept simulations (tests)."""
+    _simulations.clear()
     with _simulations_lock:
-        _simulations.clear()
         _live.clear()
 
 
@@ -323,7 +334,8 @@ def what_if(
     {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
     is the default namespace of the input (and the quota checked). `budget` bounds the
     search in seconds: past it the nodes not yet asked are "not evaluated" and the answer
-    carries `gaveUp` {budgetSeconds, searchedSeconds, message} (never cached).
+    carries `gaveUp` {budgetSeconds, searchedSeconds, cancelled, message} (never cached); the
+    same, with `cancelled` true, when the client went away or the server stops meanwhile.
 
     Returns a JSON-ready dict. About the gang (or the first pod): `nodes` [{node, schedulable,
     filter?: {filter, reason} (the scheduler filter that removed the node), fits, claims:
@@ -397,15 +409,20 @@ def what_if(
             )
         finally:
             sim.end_budget()
-        gave_up = sim.gave_up
+        gave_up, cancelled = sim.gave_up, sim.cancelled
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if gave_up is not None:
         evaluated = sum(1 for n in answer.get("nodes") or [] if "not evaluated" not in str(n))
         answer["gaveUp"] = {
             "budgetSeconds": budget,
             "searchedSeconds": round(gave_up, 3),
-            "message": f"gave up after {budget:g} s; partial answer: {evaluated} of "
-            f"{len(answer.get('nodes') or [])} nodes evaluated",
+            "cancelled": cancelled,
+            "message": (
+                f"cancelled after {answer['elapsedSeconds']:g} s ({stop_reason() or SHUTTING_DOWN})"
+                if cancelled
+                else f"gave up after {budget:g} s"
+            )
+            + f"; partial answer: {evaluated} of {len(answer.get('nodes') or [])} nodes evaluated",
         }
         # A partial answer depends on timing: never served again from the cache.
         use_cache = False

@@ -113,6 +113,11 @@ def parse_shape(value: Any, *, where: str) -> JSON:
     return {"node": _node(value.get("node"), where=f"{where}.node"), "slices": checked}
 
 
+def shape_devices(shape: JSON) -> int:
+    """Devices one node of a checked shape brings."""
+    return sum(len((s.get("spec") or {}).get("devices") or []) for s in shape["slices"])
+
+
 def stamp(shape: JSON, name: str) -> tuple[JSON, list[JSON]]:
     """The node and slices of one added node called `name`."""
     node = substitute(shape["node"], PLACEHOLDER, name)

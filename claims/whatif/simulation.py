@@ -29,6 +29,7 @@ from claims.allocator.nodeselection import NodeSelector, node_matches
 from claims.whatif.follow import ViewChange, holder_keys, holders
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
 from claims.whatif.state import ClusterView, selector_cache
+from dashboard.cancel import stop_check
 
 # Questions whose per-node verdicts a followed simulation keeps (most recent first).
 MEMO_QUESTIONS = 8
@@ -106,6 +107,8 @@ class Simulation:
         self._holders: Counter[tuple[str, str, str, str | None]] | None = None
         # Seconds the search ran before the time budget ended it (None: within budget).
         self.gave_up: float | None = None
+        # True when the search stopped because nobody waits for it (client gone, shutdown).
+        self.cancelled = False
         self._budget = 0.0
         # True once placements were recorded on the allocator's copy of the state.
         self._dirty = True
@@ -206,14 +209,19 @@ class Simulation:
         """Let the searches of one question run for at most `seconds` in total (None: no limit).
 
         Past the budget every node not yet asked is answered "not evaluated" at once, so a
-        hostile or huge question ends within the budget with a partial answer.
+        hostile or huge question ends within the budget with a partial answer. The same happens,
+        budget or not, once the caller's client went away or the process shuts down
+        (`dashboard.cancel`; call this in the thread serving the request).
         """
         self.gave_up = None
+        self.cancelled = False
         self._budget = seconds or 0.0
         self.allocator.deadline = time.monotonic() + seconds if seconds else None
+        self.allocator.cancelled = stop_check()
 
     def end_budget(self) -> None:
         self.allocator.deadline = None
+        self.allocator.cancelled = None
 
     def reset(self) -> None:
         """Forget placements recorded since construction: back to the cluster's allocations."""
@@ -280,6 +288,7 @@ class Simulation:
             results = self.allocator.allocate(info, claims)
         except AllocationTimeout as exc:
             self.gave_up = exc.elapsed
+            self.cancelled = exc.cancelled
             verdict.error = self.budget_message()
             return verdict
         except NodeAllocationError as exc:
@@ -300,6 +309,8 @@ class Simulation:
         return verdict
 
     def budget_message(self) -> str:
+        if self.cancelled:
+            return "not evaluated: the search was cancelled"
         return f"not evaluated: gave up after the time budget of {self._budget:g} s"
 
     def class_expressions(self, claims: Sequence[JSON]) -> list[tuple[str, ...]]:

@@ -24,7 +24,8 @@ from claims.snapshot import (
     read_cluster_state,
 )
 from claims.whatif.inputs import JSON, WhatIfError
-from claims.whatif.shapes import stamp
+from claims.whatif.options import check_added_devices
+from claims.whatif.shapes import shape_devices, stamp
 
 # Selector results are keyed by device content, which stays valid across cluster states; a cache
 # past this many entries is dropped so a long-lived worker's memory stays bounded.
@@ -161,9 +162,12 @@ def build_view(state: ClusterState, slice_cache: SliceCache, assume: Sequence[JS
         slice_cache=slice_cache,
         classic_claims=list(state.classic_claims),
     )
+    added = 0
     for index, change in enumerate(assume):
         where = f"assume[{index}]"
         op = change["op"]
+        if op == "add-nodes":
+            added = check_added_devices(added + _added_devices(view, change), where=where)
         if op == "release-claim":
             _release_claim(view, change["claim"], where=where)
         elif op == "remove-node":
@@ -317,3 +321,16 @@ def _drop_pool(view: ClusterView, pool_id: str, *, where: str) -> None:
     if len(kept) == len(view.slices):
         raise WhatIfError(f"{where}.pool", f"no pool {pool_id}")
     view.slices = kept
+
+
+def _added_devices(view: ClusterView, change: JSON) -> int:
+    """Devices an add-nodes change would add to the view (counted before any is copied)."""
+    if "shape" in change:
+        per_node = shape_devices(change["shape"])
+    else:
+        per_node = sum(
+            len((s.get("spec") or {}).get("devices") or [])
+            for s in view.slices
+            if (s.get("spec") or {}).get("nodeName") == change["like"]
+        )
+    return int(change["count"]) * per_node

@@ -1,0 +1,106 @@
+"""A daphne process serving a cluster where one what-if searches for minutes (test_shutdown).
+
+`python -m tests.console.hostile_server` (with DASHBOARD_VAR_DIR set) migrates a fresh SQLite
+database, loads `hostile_cluster` and prints an API token; `start_daphne` runs the server on it
+as `bin/run` does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.paths import ROOT, free_port
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from rest_framework.authtoken.models import Token
+
+    from tests.claims.whatif.conftest import load_objects
+    from tests.claims.whatif.test_budget import hostile_cluster
+
+    call_command("migrate", verbosity=0)
+    user = User.objects.create_user("searcher", password="searcher-password-long-enough")
+    load_objects(hostile_cluster(nodes=3))
+    print(Token.objects.create(user=user).key)
+
+
+def server_env(var_dir: Path, **settings: str) -> dict[str, str]:
+    """This environment without DASHBOARD_* (the test run's database), plus `settings`."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("DASHBOARD_") and key != "DJANGO_SETTINGS_MODULE"
+    }
+    env.update(
+        DASHBOARD_VAR_DIR=str(var_dir),
+        DASHBOARD_SECRET_KEY="shutdown-test-secret-" + "x" * 32,
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+        PYTHONPATH=str(ROOT),
+        **{f"DASHBOARD_{key}": value for key, value in settings.items()},
+    )
+    return env
+
+
+def prepare(var_dir: Path) -> str:
+    """Migrate and fill the database in `var_dir`; returns an API token."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.console.hostile_server"],
+        cwd=ROOT,
+        env=server_env(var_dir),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def start_daphne(var_dir: Path, **settings: str) -> tuple[subprocess.Popen[bytes], int]:
+    """daphne on a free port over the prepared database, once it answers /healthz."""
+    port = free_port()
+    log = open(var_dir / f"daphne-{port}.log", "wb")  # noqa: SIM115 - the process owns it
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "console.asgi:application",
+        ],
+        cwd=ROOT,
+        env=server_env(var_dir, **settings),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            return server, port
+        except urllib.error.HTTPError:
+            return server, port  # it answers (not ready: no sync runs here)
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError(
+                    f"daphne did not start: {(var_dir / f'daphne-{port}.log').read_text()}"
+                ) from None
+            time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()
