@@ -15,7 +15,6 @@ checks the optional time budget (`claims.allocator.budget`).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
@@ -129,7 +128,7 @@ class Run:
         self.allocated_state = allocated_state
         self.selectors = selectors
         self.counters = CounterTracker(counter_cache, allocated_state)
-        self.share_id_factory = share_id_factory or (lambda: str(uuid.uuid4()))
+        self.share_id_factory = share_id_factory or _random_share_id
         self.request_data: dict[RequestKey, RequestData] = {}
         # Which subrequest of a firstAvailable request the solution uses.
         self.selected_sub: dict[tuple[int, int], int] = {}
@@ -589,3 +588,12 @@ class Run:
             del results[previous_len:]
 
         return deallocate
+
+
+def _random_share_id() -> str:
+    """A random UUID as the share ID of a device allocated more than once (upstream's choice)."""
+    # Imported here: uuid loads `platform` and more, a cost every run of the command-line
+    # allocator paid although most scenarios share no device.
+    import uuid
+
+    return str(uuid.uuid4())
