@@ -21,6 +21,7 @@ LIST_PAGES = {
     "what-if": "/what-if/",
     "sync": "/sync/",
     "search": "/search/?q=gpu",
+    "leaks": "/leaks/",
 }
 # Detail pages: (name, list page, the first link on it that matches).
 DETAIL_PAGES = (
