@@ -96,5 +96,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                 continue
             if await database_sync_to_async(concerns)(sub, event):
                 await self.send_json(
-                    {"topic": sub.topic, "kind": event["topic"], "ids": event["ids"]}
+                    {
+                        "topic": sub.topic,
+                        "kind": event["topic"],
+                        "ids": event["ids"],
+                        "seq": event.get("seq", ""),
+                    }
                 )

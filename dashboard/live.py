@@ -8,6 +8,7 @@ app uses; which browser cares about an event is decided at the top (`console.liv
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Literal, TypedDict
 
@@ -40,6 +41,9 @@ class ChangedEvent(TypedDict):
     type: Literal["live.changed"]
     topic: str
     ids: list[str]
+    # One id per commit's events: pages refreshing for the same commit ask for the same
+    # fragment URL (`live=<seq>`), so one render serves them all (see dashboard.fragments).
+    seq: str
 
 
 def group_name(topic: str) -> str:
@@ -52,8 +56,9 @@ def send_now(changes: Mapping[str, Iterable[str]]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    seq = uuid.uuid4().hex
     events: list[tuple[str, ChangedEvent]] = [
-        (topic, {"type": "live.changed", "topic": topic, "ids": list(ids)})
+        (topic, {"type": "live.changed", "topic": topic, "ids": list(ids), "seq": seq})
         for topic, ids in changes.items()
     ]
 

@@ -79,6 +79,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dashboard.security.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Innermost: a shared live refresh still gets the outer middlewares' headers.
+    "dashboard.fragments.SharedFragmentMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -130,7 +132,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "serializer_format": "msgpack"},
+            "CONFIG": {
+                # redis-py caps a pool at 100 connections and fails past it: 100 pages opening
+                # their live sockets together (each joining its groups) made handshakes fail
+                # with "Too many connections" (bench_live). Commands are short; the cap only
+                # bounds bursts.
+                "hosts": [{"address": REDIS_URL, "max_connections": 1000}],
+                "serializer_format": "msgpack",
+            },
         }
     }
     CACHES = {"default": {"BACKEND": "dashboard.cache.JSONRedisCache", "LOCATION": REDIS_URL}}

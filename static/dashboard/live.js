@@ -12,6 +12,9 @@
   var MIN_GAP_MS = 1000;
   var lastRefresh = {};
   var pending = {};
+  // The newest event's id: a refresh asks for `live=<seq>`, the same URL as every other page
+  // refreshing for that event, so the server renders the fragment once for all of them.
+  var lastSeq = "";
   var attempt = 0;
   var socket = null;
   var stopped = false;
@@ -40,6 +43,7 @@
     delete pending[key];
     var target = document.getElementById(key);
     if (target && window.htmx) {
+      if (lastSeq) target.setAttribute("data-live-seq", lastSeq);
       htmx.trigger(target, "live");
     }
   }
@@ -69,6 +73,7 @@
     var event;
     try { event = JSON.parse(message.data); } catch (e) { return; }
     if (!event || !event.topic) return;
+    if (typeof event.seq === "string" && /^[0-9a-f]{1,64}$/.test(event.seq)) lastSeq = event.seq;
     document.body.setAttribute("data-live-last", String(Date.now()));
     fragmentsFor(event.topic).forEach(schedule);
   }
@@ -134,6 +139,15 @@
     setStatus("offline", "Offline, retrying in " + Math.ceil(delay / 1000) + "s");
     setTimeout(connect, delay);
   }
+
+  // A live refresh names the event it answers (see lastSeq); other requests are untouched.
+  document.addEventListener("htmx:configRequest", function (e) {
+    var elt = e.detail && e.detail.elt;
+    var seq = elt && elt.getAttribute && elt.getAttribute("data-live-seq");
+    if (seq && e.detail.triggeringEvent && e.detail.triggeringEvent.type === "live") {
+      e.detail.parameters.live = seq;
+    }
+  });
 
   // For debugging and the browser tests: the socket, retries pending, whether live has stopped.
   window.draLive = {

@@ -1,0 +1,268 @@
+"""Benchmark: cluster change → open page refreshed, with 1 and 100 open pages (issue 14's goal).
+
+Run: .venv/bin/python tests/benchmarks/bench_live.py [--nodes 40] [--changes 20]
+Needs DASHBOARD_REDIS_URL (a Redis server: `bin/services start`; `bin/bench --postgres` runs it
+so): the server process and this one must share the channel layer, as the web process and the
+Celery watchers do in production. The database is a SQLite file, or a fresh PostgreSQL
+database when DASHBOARD_DATABASE_URL names one.
+
+It loads the demo cluster, starts daphne on it as `bin/run` does (without the sync), and opens N
+pages' worth of live sockets: each signs in with its own session, connects to `/ws/live/` for
+the Claims page's topic (`claims`) with the page's Origin, and, like `static/dashboard/live.js`,
+re-fetches the page's table fragment over HTTP when an event arrives. Changes are written
+through the sync's own path (`upsert_events`, publishing after commit, as a watcher does), one
+every 1.2 s (the page refreshes a fragment at most once a second). For each change and page it
+records the time from the start of the write to the event on the socket, and to the end of
+the refreshed fragment. Prints p50/p99 of both for 1 and 100 pages with the goal beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import aiohttp
+from _django import ROOT
+
+GOAL_P99_S = 1.0
+TOPIC = "claims"
+FRAGMENT = "/claims/?fragment=table"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _setup_database(tmp: Path) -> str:
+    url = os.environ.get("DASHBOARD_DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        url = f"sqlite:///{tmp / 'live.sqlite3'}"
+        os.environ["DASHBOARD_DATABASE_URL"] = url
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+        url = url.rsplit("/", 1)[0] + f"/{connection.settings_dict['NAME']}"
+    else:
+        call_command("migrate", verbosity=0, interactive=False)
+    return url
+
+
+def _sessions(count: int) -> list[str]:
+    """Session keys of `count` signed-in users (one per open page)."""
+    from django.contrib.auth import (
+        BACKEND_SESSION_KEY,
+        HASH_SESSION_KEY,
+        SESSION_KEY,
+        get_user_model,
+    )
+    from django.contrib.sessions.backends.db import SessionStore
+
+    keys = []
+    for index in range(count):
+        user = get_user_model().objects.create_user(f"viewer-{index}", password=None)
+        session = SessionStore()
+        session[SESSION_KEY] = str(user.pk)
+        session[BACKEND_SESSION_KEY] = "dashboard.throttle.ThrottledModelBackend"
+        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        session.create()
+        keys.append(session.session_key)
+    return keys
+
+
+async def _page(
+    base: str,
+    session_key: str,
+    arrivals: dict[int, list[float]],
+    refreshed: dict[int, list[float]],
+    written: dict[int, float],
+    ready: asyncio.Event,
+    done: asyncio.Event,
+) -> None:
+    cookies = {"sessionid": session_key}
+    async with (
+        aiohttp.ClientSession(cookies=cookies) as http,
+        http.ws_connect(
+            base.replace("http", "ws") + f"/ws/live/?topics={TOPIC}",
+            headers={"Origin": base},
+        ) as socket,
+    ):
+        ready.set()
+        while not done.is_set():
+            try:
+                message = await asyncio.wait_for(socket.receive(), timeout=0.5)
+            except TimeoutError:
+                continue
+            if message.type != aiohttp.WSMsgType.TEXT:
+                break
+            now = time.perf_counter()
+            seq = json.loads(message.data).get("seq", "")
+            change = max(written) if written else -1
+            if change < 0:
+                continue
+            arrivals[change].append(now - written[change])
+            # As live.js asks: with the event's id, the same URL for every page it reaches.
+            async with http.get(base + FRAGMENT + f"&live={seq}") as response:
+                await response.read()
+                if response.status != 200:
+                    raise SystemExit(f"fragment answered {response.status}")
+            refreshed[change].append(time.perf_counter() - written[change])
+
+
+async def _measure(base: str, keys: list[str], claims: list[dict], changes: int) -> tuple:
+    from asgiref.sync import sync_to_async
+
+    from inventory.sync import upsert_events
+
+    arrivals: dict[int, list[float]] = defaultdict(list)
+    refreshed: dict[int, list[float]] = defaultdict(list)
+    written: dict[int, float] = {}
+    done = asyncio.Event()
+    readies = [asyncio.Event() for _ in keys]
+    tasks = [
+        asyncio.create_task(_page(base, key, arrivals, refreshed, written, ready, done))
+        for key, ready in zip(keys, readies, strict=True)
+    ]
+    await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), timeout=60)
+    await asyncio.sleep(1.0)
+
+    def write(index: int) -> None:
+        claim = copy.deepcopy(claims[index % len(claims)])
+        meta = claim["metadata"]
+        meta["resourceVersion"] = str(20_000_000 + index)
+        meta.setdefault("labels", {})["bench/live"] = str(index)
+        written[index] = time.perf_counter()
+        upsert_events("ResourceClaim", [(claim, None)], publish=True)
+
+    for index in range(changes):
+        await sync_to_async(write, thread_sensitive=False)(index)
+        await asyncio.sleep(1.2)
+    await asyncio.sleep(2.0)
+    done.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    flat_arrivals = [t for times in arrivals.values() for t in times]
+    flat_refreshed = [t for times in refreshed.values() for t in times]
+    expected = changes * len(keys)
+    return flat_arrivals, flat_refreshed, expected
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=40)
+    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--pages", type=int, nargs="*", default=[1, 100])
+    args = parser.parse_args()
+    if not os.environ.get("DASHBOARD_REDIS_URL"):
+        raise SystemExit(
+            "bench_live: set DASHBOARD_REDIS_URL (bin/services start; bin/services env)"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        url = _setup_database(Path(tmp))
+        from django.db import connection
+
+        from demo.generator import generate_demo_cluster
+        from inventory.sync import HANDLERS, upsert_events
+
+        by_kind: dict[str, list[dict]] = defaultdict(list)
+        for obj in generate_demo_cluster(nodes=args.nodes, seed=1):
+            by_kind[str(obj.get("kind"))].append(obj)
+        order = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")
+        for kind in (*order, *sorted(set(by_kind) - set(order))):
+            if kind in HANDLERS:
+                upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
+        keys = _sessions(max(args.pages))
+        connection.close()
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        env = {
+            **os.environ,
+            "DASHBOARD_DATABASE_URL": url,
+            "DASHBOARD_EMBEDDED_SYNC": "0",
+            "DASHBOARD_DEBUG": "0",
+        }
+        server = subprocess.Popen(
+            [
+                str(ROOT / ".venv/bin/daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "console.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(Path(tmp) / "server.log").open("wb"),
+        )
+        try:
+            _wait_ready(base, server)
+            print(f"database: {connection.vendor}; {args.nodes}-node demo; channel layer: Redis")
+            for pages in args.pages:
+                arrivals, refreshed, expected = asyncio.run(
+                    _measure(base, keys[:pages], by_kind["ResourceClaim"], args.changes)
+                )
+                for label, values in (
+                    ("event on the socket", arrivals),
+                    ("fragment refreshed", refreshed),
+                ):
+                    p99 = _percentile(values, 0.99)
+                    print(
+                        f"{pages} open page(s), change → {label}: p50 "
+                        f"{statistics.median(values) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms "
+                        f"({len(values)} of {expected}; goal p99 ≤ {GOAL_P99_S * 1000:.0f} ms: "
+                        f"{'met' if p99 <= GOAL_P99_S else 'MISSED'})"
+                    )
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+            errors = [
+                line
+                for line in (Path(tmp) / "server.log").read_text().splitlines()
+                if "Error" in line
+            ]
+            if errors:
+                print(f"server errors ({len(errors)}): {errors[:3]}")
+
+
+def _wait_ready(base: str, server: subprocess.Popen[bytes]) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("the server did not answer /healthz within 60 s")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":
+    main()
