@@ -192,6 +192,34 @@ def test_api_server_down_for_a_while_then_back(server, watchers) -> None:
     wait_for(lambda: {s.kind: s.health for s in SyncState.objects.all()} == healthy)
 
 
+def test_api_server_down_a_minute_during_churn(server, watchers) -> None:
+    """Down for 60 s while objects are created, changed and deleted, with the watchers' backoff
+    capped at 5 s: once the server is back the database equals it within the cap and a few
+    seconds, content included, and every kind is healthy again."""
+    populate(server)
+    options = replace(FAST, backoff_cap=5.0)
+    watchers.start(*KINDS_UNDER_TEST, options=options)
+    wait_equal(server, *KINDS_UNDER_TEST)
+    server.stop()
+    went_down = time.monotonic()
+    step = 0
+    while time.monotonic() - went_down < 60:
+        step += 1
+        server.apply(objects.node(f"node-down-{step}"))
+        server.apply(objects.resource_claim("team-a", f"claim-down-{step}"))
+        server.apply(objects.node("node-0", ready=step % 2 == 0))
+        if step > 2:
+            server.delete("nodes", name=f"node-down-{step - 2}")
+        time.sleep(1.0)
+    server.delete("pods", name="pod-1", namespace="team-a")
+    server.start()
+    back = time.monotonic()
+    wait_equal(server, *KINDS_UNDER_TEST, timeout=options.backoff_cap + 15)
+    assert time.monotonic() - back < options.backoff_cap + 15
+    healthy = {kind: "ok" for kind in KINDS_UNDER_TEST}
+    wait_for(lambda: {s.kind: s.health for s in SyncState.objects.all()} == healthy)
+
+
 def test_watch_list_is_used_where_served(server, watchers) -> None:
     """The state comes from a watch list (sendInitialEvents), no paginated list."""
     populate(server)

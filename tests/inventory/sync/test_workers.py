@@ -1,0 +1,196 @@
+"""Sync workers as separate processes: killed with SIGKILL mid-batch, and two racing for a kind.
+
+Each worker (`tests.inventory.sync.worker`) runs the real watchers against the fake API server
+over HTTP, writes to a SQLite file of its own and takes the per-kind locks in a throwaway Redis,
+as Celery workers do in production. The database is compared with the server object for object
+(uid and resourceVersion) with plain sqlite3, from outside the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from inventory.kube.fakeapi import FakeApiServer
+from inventory.locks import LOCK_PREFIX
+from inventory.sync import handler_for
+from tests.inventory.sync import objects
+from tests.inventory.sync.conftest import server_state
+from tests.paths import ROOT
+
+KINDS = ("Node", "ResourceClaim")
+LOCK_TTL = 2.0
+
+
+@pytest.fixture
+def database(tmp_path: Path, redis_url: str) -> Path:
+    path = tmp_path / "workers.sqlite3"
+    _run_worker(path, redis_url, "--migrate").wait(timeout=120)
+    assert path.exists()
+    return path
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    from tests.paths import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis.from_url(url).ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def _run_worker(
+    database: Path, redis_url: str, *args: str, kubeconfig: Path | None = None
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DASHBOARD_DATABASE_URL": f"sqlite:///{database}",
+        "DASHBOARD_REDIS_URL": redis_url,
+        "DASHBOARD_EMBEDDED_SYNC": "0",
+    }
+    command = [sys.executable, "-m", "tests.inventory.sync.worker", *args]
+    if kubeconfig is not None:
+        command += ["--kubeconfig", str(kubeconfig), "--lock-ttl", str(LOCK_TTL)]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def _stored(database: Path, kind: str) -> dict[str, str]:
+    table = handler_for(kind).model._meta.db_table
+    with sqlite3.connect(database, timeout=30) as connection:
+        return dict(connection.execute(f"SELECT uid, resource_version FROM {table}"))  # noqa: S608
+
+
+def _wait_converged(server: FakeApiServer, database: Path, *, timeout: float) -> float:
+    """Seconds until the file database equals the server for every kind; fails past `timeout`."""
+    started = time.monotonic()
+    while True:
+        differing = [k for k in KINDS if _stored(database, k) != server_state(server, k)]
+        if not differing:
+            return time.monotonic() - started
+        assert time.monotonic() - started < timeout, f"{differing} differ from the server"
+        time.sleep(0.1)
+
+
+def _churn(server: FakeApiServer, stop: threading.Event) -> None:
+    step = 0
+    while not stop.is_set():
+        step += 1
+        server.apply(objects.node(f"churn-{step}"))
+        server.apply(objects.resource_claim("team-a", f"churn-{step}"))
+        server.apply(objects.node("node-0", ready=step % 2 == 0))
+        if step > 3:
+            server.delete("nodes", name=f"churn-{step - 3}")
+            server.delete("resourceclaims", name=f"churn-{step - 3}", namespace="team-a")
+        time.sleep(0.01)
+
+
+def _populate(server: FakeApiServer, count: int = 30) -> None:
+    for i in range(count):
+        server.apply(objects.node(f"node-{i}"))
+        server.apply(objects.resource_claim("team-a", f"claim-{i}"))
+
+
+def _owner(redis_url: str, kind: str) -> str:
+    value = redis.Redis.from_url(redis_url).get(LOCK_PREFIX + kind)
+    return value.decode() if value else ""
+
+
+def test_worker_killed_mid_batch_then_a_new_one_converges(server, tmp_path, database, redis_url):
+    """SIGKILL while events stream in; a new worker takes over and the database converges."""
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    _populate(server)
+    stop = threading.Event()
+    churner = threading.Thread(target=_churn, args=(server, stop), daemon=True)
+    first = _run_worker(database, redis_url, "--identity", "first", kubeconfig=kubeconfig)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_stored(database, "Node")) < 10:
+            assert time.monotonic() < deadline, "the first worker never wrote"
+            time.sleep(0.1)
+        churner.start()
+        time.sleep(1.0)  # batches are being written now
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        time.sleep(0.5)  # changes the dead worker never saw
+        second = _run_worker(database, redis_url, "--identity", "second", kubeconfig=kubeconfig)
+        try:
+            time.sleep(1.0)
+            stop.set()
+            churner.join(timeout=10)
+            # The dead worker's locks expire after their ttl; then the new one lists and catches up.
+            _wait_converged(server, database, timeout=LOCK_TTL + 30)
+            assert all(_owner(redis_url, kind).startswith("second:") for kind in KINDS)
+        finally:
+            second.terminate()
+            second.wait(timeout=20)
+    finally:
+        stop.set()
+        if first.poll() is None:
+            first.kill()
+
+
+def test_two_workers_one_watcher_per_kind_and_takeover_within_the_lock_ttl(
+    server, tmp_path, database, redis_url
+):
+    """Both workers start; one holds each kind. Killing it hands the kind to the other within the
+    lock's ttl (2 s here; 30 s by default) plus one lock retry, and nothing is lost."""
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    _populate(server, count=5)
+    workers = {
+        name: _run_worker(database, redis_url, "--identity", name, kubeconfig=kubeconfig)
+        for name in ("alpha", "beta")
+    }
+    try:
+        _wait_converged(server, database, timeout=60)
+        owners = {kind: _owner(redis_url, kind) for kind in KINDS}
+        holders = {owner.split(":")[0] for owner in owners.values()}
+        assert holders <= {"alpha", "beta"} and all(owners.values())
+        # Only the holder watches: for a while the lock keeps its owner (renewed, not taken over).
+        for _ in range(10):
+            time.sleep(0.2)
+            assert {kind: _owner(redis_url, kind) for kind in KINDS} == owners
+        victim = _owner(redis_url, "Node").split(":")[0]
+        survivor = "beta" if victim == "alpha" else "alpha"
+        workers[victim].send_signal(signal.SIGKILL)
+        workers[victim].wait(timeout=10)
+        killed_at = time.monotonic()
+        server.apply(objects.node("after-the-kill"))
+        server.apply(objects.resource_claim("team-a", "after-the-kill"))
+        while not all(_owner(redis_url, k).startswith(survivor + ":") for k in KINDS):
+            assert time.monotonic() - killed_at < LOCK_TTL + 3, "no takeover within the ttl"
+            time.sleep(0.05)
+        takeover = time.monotonic() - killed_at
+        _wait_converged(server, database, timeout=30)
+        assert takeover <= LOCK_TTL + 3
+    finally:
+        for process in workers.values():
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=20)
