@@ -9,10 +9,12 @@ as Celery workers do in production. The database is compared with the server obj
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -67,18 +69,7 @@ def redis_url() -> Iterator[str]:
 def _run_worker(
     database: Path, redis_url: str, *args: str, kubeconfig: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DASHBOARD_DATABASE_URL": f"sqlite:///{database}",
-        "DASHBOARD_REDIS_URL": redis_url,
-        "DASHBOARD_EMBEDDED_SYNC": "0",
-    }
-    command = [sys.executable, "-m", "tests.inventory.sync.worker", *args]
-    if kubeconfig is not None:
-        command += ["--kubeconfig", str(kubeconfig), "--lock-ttl", str(LOCK_TTL)]
-    return subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    return _run_worker_url(f"sqlite:///{database}", redis_url, *args, kubeconfig=kubeconfig)
 
 
 def _stored(database: Path, kind: str) -> dict[str, str]:
@@ -194,3 +185,148 @@ def test_two_workers_one_watcher_per_kind_and_takeover_within_the_lock_ttl(
             if process.poll() is None:
                 process.terminate()
                 process.wait(timeout=20)
+
+
+def _pg_bin() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    assert found, "PostgreSQL is not installed (bin/system-deps installs it)"
+    return found[-1].parent
+
+
+def _as_postgres(*command: str) -> list[str]:
+    # initdb and postgres refuse to run as root.
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of this test's own, which the test may stop and start."""
+
+    def __init__(self) -> None:
+        from tests.paths import free_port
+
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="dra-pg-", dir="/tmp"))
+        self.dir.chmod(0o755)
+        self.data = self.dir / "data"
+        self.data.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(self.data, "postgres")
+        subprocess.run(
+            _as_postgres(
+                str(_pg_bin() / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-sync",
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        subprocess.run(
+            _as_postgres(
+                str(_pg_bin() / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.data / "server.log"),
+                "-w",
+                "-o",
+                f"-p {self.port} -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off",
+                "start",
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> None:
+        subprocess.run(
+            _as_postgres(
+                str(_pg_bin() / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"
+            ),
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def stored(self, kind: str) -> dict[str, str]:
+        import psycopg
+
+        table = handler_for(kind).model._meta.db_table
+        with psycopg.connect(self.url.replace("postgres://", "postgresql://")) as connection:
+            return dict(connection.execute(f"SELECT uid, resource_version FROM {table}"))  # noqa: S608
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    server = PrivatePostgres()
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(server.dir, ignore_errors=True)
+
+
+def test_database_down_30_s_during_churn_converges(server, tmp_path, private_postgres, redis_url):
+    """PostgreSQL stopped for 30 s while objects keep changing, then started: the worker that
+    kept running (its batches failing meanwhile) converges, nothing lost."""
+    kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+    env_database = private_postgres.url
+    migrate = _run_worker_url(env_database, redis_url, "--migrate")
+    assert migrate.wait(timeout=300) == 0
+    _populate(server, count=10)
+    worker = _run_worker_url(env_database, redis_url, "--identity", "steady", kubeconfig=kubeconfig)
+    stop = threading.Event()
+    churner = threading.Thread(target=_churn, args=(server, stop), daemon=True)
+    try:
+        _wait_until_equal(server, private_postgres.stored, timeout=60)
+        churner.start()
+        time.sleep(0.5)
+        private_postgres.stop()
+        time.sleep(30)
+        private_postgres.start()
+        time.sleep(1.0)
+        stop.set()
+        churner.join(timeout=10)
+        assert worker.poll() is None, "the worker died while the database was down"
+        _wait_until_equal(server, private_postgres.stored, timeout=60)
+    finally:
+        stop.set()
+        worker.terminate()
+        worker.wait(timeout=20)
+
+
+def _run_worker_url(
+    url: str, redis_url: str, *args: str, kubeconfig: Path | None = None
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DASHBOARD_DATABASE_URL": url,
+        "DASHBOARD_REDIS_URL": redis_url,
+        "DASHBOARD_EMBEDDED_SYNC": "0",
+    }
+    command = [sys.executable, "-m", "tests.inventory.sync.worker", *args]
+    if kubeconfig is not None:
+        command += ["--kubeconfig", str(kubeconfig), "--lock-ttl", str(LOCK_TTL)]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def _wait_until_equal(server: FakeApiServer, stored, *, timeout: float) -> None:
+    started = time.monotonic()
+    while True:
+        try:
+            differing = [k for k in KINDS if stored(k) != server_state(server, k)]
+        except Exception as exc:  # the database not answering yet
+            differing = [repr(exc)]
+        if not differing:
+            return
+        assert time.monotonic() - started < timeout, f"{differing} differ from the server"
+        time.sleep(0.2)
