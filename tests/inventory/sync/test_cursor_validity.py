@@ -192,6 +192,7 @@ def test_api_server_down_for_a_while_then_back(server, watchers) -> None:
     wait_for(lambda: {s.kind: s.health for s in SyncState.objects.all()} == healthy)
 
 
+@pytest.mark.once  # a minute of wall time; the shorter outage above runs in both runs
 def test_api_server_down_a_minute_during_churn(server, watchers) -> None:
     """Down for 60 s while objects are created, changed and deleted, with the watchers' backoff
     capped at 5 s: once the server is back the database equals it within the cap and a few

@@ -30,6 +30,9 @@ from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import server_state
 from tests.paths import ROOT
 
+# Each test starts its own Redis (and PostgreSQL) and worker processes: run once (bin/test).
+pytestmark = pytest.mark.once
+
 KINDS = ("Node", "ResourceClaim")
 LOCK_TTL = 2.0
 
