@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import aiohttp
-from _django import ROOT
+from _server import load_demo, setup_shared_database, start_server
 
 GOAL_P99_S = 1.0
 TOPIC = "claims"
@@ -42,27 +42,6 @@ FRAGMENT = "/claims/?fragment=table"
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def _setup_database(tmp: Path) -> str:
-    url = os.environ.get("DASHBOARD_DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        url = f"sqlite:///{tmp / 'live.sqlite3'}"
-        os.environ["DASHBOARD_DATABASE_URL"] = url
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-        url = url.rsplit("/", 1)[0] + f"/{connection.settings_dict['NAME']}"
-    else:
-        call_command("migrate", verbosity=0, interactive=False)
-    return url
 
 
 def _sessions(count: int) -> list[str]:
@@ -169,50 +148,38 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--pages", type=int, nargs="*", default=[1, 100])
     args = parser.parse_args()
+    if len(args.pages) > 1:
+        # One process (database, server, channel layer) per figure: the Redis channel layer's
+        # connections belong to the event loop that made them.
+        for pages in args.pages:
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--nodes",
+                    str(args.nodes),
+                    "--changes",
+                    str(args.changes),
+                    "--pages",
+                    str(pages),
+                ],
+                check=True,
+            )
+        return
     if not os.environ.get("DASHBOARD_REDIS_URL"):
         raise SystemExit(
             "bench_live: set DASHBOARD_REDIS_URL (bin/services start; bin/services env)"
         )
     with tempfile.TemporaryDirectory() as tmp:
-        url = _setup_database(Path(tmp))
+        url = setup_shared_database(Path(tmp))
         from django.db import connection
 
-        from demo.generator import generate_demo_cluster
-        from inventory.sync import HANDLERS, upsert_events
-
-        by_kind: dict[str, list[dict]] = defaultdict(list)
-        for obj in generate_demo_cluster(nodes=args.nodes, seed=1):
-            by_kind[str(obj.get("kind"))].append(obj)
-        order = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")
-        for kind in (*order, *sorted(set(by_kind) - set(order))):
-            if kind in HANDLERS:
-                upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
+        by_kind = load_demo(args.nodes)
         keys = _sessions(max(args.pages))
         connection.close()
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        env = {
-            **os.environ,
-            "DASHBOARD_DATABASE_URL": url,
-            "DASHBOARD_EMBEDDED_SYNC": "0",
-            "DASHBOARD_DEBUG": "0",
-        }
-        server = subprocess.Popen(
-            [
-                str(ROOT / ".venv/bin/daphne"),
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "console.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=(Path(tmp) / "server.log").open("wb"),
-        )
+        log = (Path(tmp) / "server.log").open("wb")
+        server, base = start_server(url, stderr=log)
         try:
-            _wait_ready(base, server)
             print(f"database: {connection.vendor}; {args.nodes}-node demo; channel layer: Redis")
             for pages in args.pages:
                 arrivals, refreshed, expected = asyncio.run(
@@ -239,29 +206,6 @@ def main() -> None:
             ]
             if errors:
                 print(f"server errors ({len(errors)}): {errors[:3]}")
-
-
-def _wait_ready(base: str, server: subprocess.Popen[bytes]) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the server did not answer /healthz within 60 s")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 if __name__ == "__main__":

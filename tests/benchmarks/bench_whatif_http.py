@@ -22,15 +22,13 @@ import copy
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
-from collections import defaultdict
 from pathlib import Path
 
-from _django import ROOT, peak_rss_mib
+from _django import peak_rss_mib
+from _server import load_demo, setup_shared_database, start_server
 
 CLAIM = """
 apiVersion: resource.k8s.io/v1
@@ -46,29 +44,6 @@ spec:
 GOALS_MS = {"after-change": 100.0, "cold": 1000.0, "headroom": 500.0}
 
 
-def _setup_database(tmp: Path) -> str:
-    """Point Django at a fresh database; returns the URL the server process is given."""
-    url = os.environ.get("DASHBOARD_DATABASE_URL", "")
-    if not url.startswith("postgres"):
-        url = f"sqlite:///{tmp / 'bench.sqlite3'}"
-        os.environ["DASHBOARD_DATABASE_URL"] = url
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-        name = connection.settings_dict["NAME"]
-        url = url.rsplit("/", 1)[0] + f"/{name}"
-    else:
-        call_command("migrate", verbosity=0, interactive=False)
-    return url
-
-
 _server_pid = 0
 
 
@@ -78,9 +53,9 @@ def _server_cpu() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _post(port: int, token: str, body: dict) -> tuple[float, dict]:
+def _post(base: str, token: str, body: dict) -> tuple[float, dict]:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/api/claims/what-if/",
+        f"{base}/api/claims/what-if/",
         data=json.dumps(body).encode(),
         headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
         method="POST",
@@ -99,19 +74,6 @@ def _post(port: int, token: str, body: dict) -> tuple[float, dict]:
 _cpu_used: list[float] = []
 
 
-def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the server did not answer /healthz within 60 s")
-
-
 def _line(label: str, seconds: float, goal: str, *, cpu: float) -> None:
     ms = seconds * 1000
     limit = GOALS_MS.get(goal)
@@ -128,22 +90,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        url = _setup_database(Path(tmp))
+        url = setup_shared_database(Path(tmp))
         from django.contrib.auth import get_user_model
         from django.db import connection
         from rest_framework.authtoken.models import Token
 
-        from demo.generator import generate_demo_cluster
-        from inventory.sync import HANDLERS, upsert_events
+        from inventory.sync import upsert_events
 
         started = time.perf_counter()
-        by_kind: dict[str, list[dict]] = defaultdict(list)
-        for obj in generate_demo_cluster(nodes=args.nodes, seed=args.seed):
-            by_kind[str(obj.get("kind"))].append(obj)
-        order = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")
-        for kind in (*order, *sorted(set(by_kind) - set(order))):
-            if kind in HANDLERS:
-                upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
+        by_kind = load_demo(args.nodes, seed=args.seed)
         user = get_user_model().objects.create_user("bench", password=None)
         token = Token.objects.create(user=user).key
         claims = by_kind["ResourceClaim"]
@@ -162,33 +117,12 @@ def main() -> None:
         print(f"loaded the {args.nodes}-node demo cluster in {time.perf_counter() - started:.1f} s")
         connection.close()
 
-        port = _free_port()
-        env = {
-            **os.environ,
-            "DASHBOARD_DATABASE_URL": url,
-            "DASHBOARD_EMBEDDED_SYNC": "0",
-            "DASHBOARD_DEBUG": "0",
-        }
-        server = subprocess.Popen(
-            [
-                str(ROOT / ".venv/bin/daphne"),
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "console.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        server, base = start_server(url)
         global _server_pid
         _server_pid = server.pid
         try:
-            _wait_ready(port, server)
             body = {"yaml": CLAIM.format(name="bench-two-gpus")}
-            cold, answer = _post(port, token, body)
+            cold, answer = _post(base, token, body)
             summary = answer["summary"]
             _line(
                 f"what-if cold (fresh server, {summary['nodesChecked']} nodes, "
@@ -198,7 +132,7 @@ def main() -> None:
                 cpu=_cpu_used[-1],
             )
             fresh = [
-                _post(port, token, {"yaml": CLAIM.format(name=f"bench-new-{i}")})[0]
+                _post(base, token, {"yaml": CLAIM.format(name=f"bench-new-{i}")})[0]
                 for i in range(args.runs)
             ]
             _line(
@@ -207,7 +141,7 @@ def main() -> None:
                 "",
                 cpu=statistics.median(_cpu_used[-len(fresh) :]),
             )
-            cached, _ = _post(port, token, body)
+            cached, _ = _post(base, token, body)
             _line("what-if answered from the result cache", cached, "", cpu=_cpu_used[-1])
             after = []
             for index in range(args.runs):
@@ -220,7 +154,7 @@ def main() -> None:
                     changed["status"] = {}
                 upsert_events(kind, [(changed, None)], publish=False)
                 connection.close()
-                seconds, answer = _post(port, token, body)
+                seconds, answer = _post(base, token, body)
                 assert answer["cached"] is False, (
                     "a changed cluster must not be answered from cache"
                 )
@@ -232,7 +166,7 @@ def main() -> None:
                 "after-change",
                 cpu=statistics.median(_cpu_used[-len(after) :]),
             )
-            headroom_seconds, full = _post(port, token, {**body, "count": "max"})
+            headroom_seconds, full = _post(base, token, {**body, "count": "max"})
             _line(
                 f"headroom count=max: {full['headroom']['placed']} copies on "
                 f"{len(full['headroom']['placements'])} nodes",
@@ -247,14 +181,6 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _server_rss_mib(pid: int) -> float:
