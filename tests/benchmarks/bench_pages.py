@@ -72,6 +72,8 @@ def main(nodes: int) -> None:
         f"/devices/{device.pk}/",
         f"/nodes/{node.name}/",
         f"/claims/{claim.namespace}/{claim.name}/",
+        "/leaks/",
+        "/api/inventory/pool-status/?limit=1000",
     ]
     for url in urls:
         worst = 0.0

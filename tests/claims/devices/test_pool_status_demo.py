@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from claims.devices.pages import grid_counts, pool_grid
 from claims.devices.poolstatus import LIMIT_MAX, PoolStatusFilter, pool_statuses
 from inventory.choices import DeviceState
@@ -29,9 +27,7 @@ def _page_numbers(pool: Pool) -> dict[str, int]:
 def test_pool_status_equals_pool_pages_on_1000_node_demo(db) -> None:
     """For every pool of a generated 1,000-node demo, the pool-status counts are the page's."""
     load_demo(nodes=1000, seed=7)
-    started = time.monotonic()
     count, statuses = pool_statuses(PoolStatusFilter(), limit=Pool.objects.count())
-    elapsed = time.monotonic() - started
     assert count == Pool.objects.count() > LIMIT_MAX
     assert len(statuses) == count
     pools = {(pool.driver, pool.name): pool for pool in Pool.objects.all()}
@@ -55,4 +51,3 @@ def test_pool_status_equals_pool_pages_on_1000_node_demo(db) -> None:
         "availableDevices",
         "validationError",
     } <= states_seen
-    assert elapsed < 30, f"pool status of {count} pools took {elapsed:.1f}s"
