@@ -149,6 +149,24 @@
     }
   });
 
+  // A live refresh answered 404: the object this page shows was deleted from the cluster. Keep its
+  // last known state on screen, say so, and stop refreshing what can no longer change.
+  document.addEventListener("htmx:responseError", function (e) {
+    var detail = e.detail || {};
+    var elt = detail.elt;
+    var trigger = detail.requestConfig && detail.requestConfig.triggeringEvent;
+    if (!elt || !detail.xhr || detail.xhr.status !== 404) return;
+    if (!trigger || trigger.type !== "live" || elt.classList.contains("gone")) return;
+    elt.removeAttribute("data-live");
+    elt.classList.add("gone");
+    var note = document.createElement("div");
+    note.className = "gone-note";
+    note.setAttribute("role", "alert");
+    note.textContent = "Deleted from the cluster at " + new Date().toLocaleTimeString() +
+      ": what follows is its last known state.";
+    elt.insertBefore(note, elt.firstChild);
+  });
+
   // For debugging and the browser tests: the socket, retries pending, whether live has stopped.
   window.draLive = {
     get socket() { return socket; },

@@ -1,8 +1,8 @@
 """The dashboard's ASGI app plus one test-only control route, for the browser tests only.
 
 The in-memory channel layer lives in one process, so a change must be applied inside the
-server process to reach its websockets: POST /__test__/sync {"kind", "objects"} runs the
-normal sync write path (`inventory.sync.upsert_events`) there. Never imported by the product.
+server process to reach its websockets: POST /__test__/sync {"kind", "objects", "deleted"?} runs
+the normal sync write path (`inventory.sync.apply_events`) there. Never imported by the product.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ CONTROL_PATH = "/__test__/sync"
 
 
 def _apply(payload: dict[str, Any]) -> dict[str, Any]:
-    from inventory.sync import upsert_events
+    from inventory.sync import apply_events
 
-    result = upsert_events(str(payload["kind"]), [(raw, None) for raw in payload["objects"]])
-    return {"upserted": result.upserted, "skipped": result.skipped}
+    event = "DELETED" if payload.get("deleted") else "MODIFIED"
+    result = apply_events(str(payload["kind"]), [(event, raw) for raw in payload["objects"]])
+    return {"upserted": result.upserted, "deleted": result.deleted, "skipped": result.skipped}
 
 
 async def _read_body(receive: Any) -> bytes:

@@ -41,11 +41,13 @@ class LiveServer:
         self.url = url
         self.objects = objects
 
-    def sync(self, kind: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
-        """Apply objects through the server's own sync write path."""
+    def sync(
+        self, kind: str, objects: list[dict[str, Any]], *, deleted: bool = False
+    ) -> dict[str, Any]:
+        """Apply objects (watch events MODIFIED, or DELETED) through the server's sync path."""
         request = urllib.request.Request(
             f"{self.url}/__test__/sync",
-            data=json.dumps({"kind": kind, "objects": objects}).encode(),
+            data=json.dumps({"kind": kind, "objects": objects, "deleted": deleted}).encode(),
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=10) as response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,23 @@ def test_an_allocation_appears_on_an_open_pool_page(page: Any, live_server_url: 
     assert answer["upserted"] == 1
     page.wait_for_selector(f'.dev[data-device="{device}"]:not([data-state=free])', timeout=2000)
     assert page.evaluate("window.__marker") == "same document"
+
+
+def test_a_deleted_claims_open_page_says_so(page: Any, live_server_url: LiveServer) -> None:
+    """The claim page open in a browser marks the claim deleted once the sync deletes it."""
+    claim = copy.deepcopy(pending_claim(live_server_url.objects))
+    metadata = claim["metadata"]
+    metadata.update(name="doomed-claim", uid="00000000-0000-4000-8000-00000000d00d")
+    assert live_server_url.sync("ResourceClaim", [claim])["upserted"] == 1
+    page.goto(f"{live_server_url.url}/claims/{metadata['namespace']}/doomed-claim/")
+    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    assert page.locator(".gone-note").count() == 0
+    assert live_server_url.sync("ResourceClaim", [claim], deleted=True)["deleted"] == 1
+    note = page.wait_for_selector("#claim-body.gone .gone-note[role=alert]", timeout=3000)
+    assert "Deleted from the cluster" in note.inner_text()
+    # The last known state stays readable, and nothing refreshes the deleted object again.
+    assert "doomed-claim" in page.locator("main").inner_text()
+    assert page.locator("#claim-body[data-live]").count() == 0
 
 
 def test_pool_screenshot(page: Any, live_server_url: LiveServer) -> None:
