@@ -47,7 +47,9 @@ class DemoChurn:
     """Evolves a demo cluster one step at a time; see the module docstring for the actions."""
 
     def __init__(self, objects: list[dict[str, Any]], *, seed: int) -> None:
-        self.rng = random.Random(seed)
+        # Not `Random(seed)`: the generator drew the cluster's uids from that stream, and the
+        # churn would draw the same uids again for its new objects (a real cluster never does).
+        self.rng = random.Random(f"churn:{seed}")
         rng = self.rng
         self.state = ClusterState(share_id_factory=lambda: new_uid(rng))
         for obj in objects:

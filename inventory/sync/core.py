@@ -7,13 +7,16 @@ for kinds that own child rows (devices of a slice, allocated devices of a claim)
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import orjson
 from django.db import connections, models, router
 from django.utils.dateparse import parse_datetime
 
@@ -226,6 +229,29 @@ def chunks(values: list[Any], size: int = 500) -> list[list[Any]]:
     return [values[start : start + size] for start in range(0, len(values), size)]
 
 
+def _fast_json(value: Any) -> bytes | str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # an integer beyond 64 bits, or a type orjson does not know
+        return json.dumps(value)
+
+
+def _prepared(columns: list[Any], values: list[Any], connection: Any) -> list[Any]:
+    """Database values of one row. On PostgreSQL, JSON is dumped by orjson: the standard
+    library's encoder was a tenth of an initial sync."""
+    prepared = [
+        column.get_db_prep_save(value, connection)
+        for column, value in zip(columns, values, strict=True)
+    ]
+    if connection.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        for index, value in enumerate(prepared):
+            if isinstance(value, Jsonb) and getattr(columns[index], "encoder", None) is None:
+                prepared[index] = Jsonb(value.obj, dumps=_fast_json)
+    return prepared
+
+
 def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -> None:
     """Write `fields` of existing `rows` by primary key.
 
@@ -241,22 +267,39 @@ def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -
     assignments = ", ".join(f"{quote(column.column)} = %s" for column in columns)
     sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {quote(opts.pk.column)} = %s"
     params = [
-        [column.get_db_prep_save(getattr(row, column.attname), connection) for column in columns]
-        + [row.pk]
+        [*_prepared(columns, [getattr(row, c.attname) for c in columns], connection), row.pk]
         for row in rows
     ]
+    if connection.vendor == "postgresql":
+        with _server_bound_cursor(connection) as cursor:
+            cursor.executemany(sql, params)
+        return
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
+
+
+@contextmanager
+def _server_bound_cursor(connection: Any) -> Iterator[Any]:
+    """A plain psycopg cursor on Django's connection (same transaction). It binds parameters
+    on the server and runs executemany in one pipeline; Django's cursor binds on the client,
+    quoting every value in Python: a third of an initial sync's time."""
+    import psycopg
+
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        yield cursor
 
 
 def insert_rows(
     model: type[models.Model], rows: list[Any], *, returning: tuple[str, ...] = ()
 ) -> None:
-    """INSERT model instances in multi-row statements; with `returning`, set their pks.
+    """INSERT model instances; with `returning`, set their pks.
 
     The pks come back with the `returning` columns (a unique key of the rows), so no
     assumption is made about the order of returned rows. Used instead of bulk_create, whose
     UNNEST arrays psycopg quotes character by character on PostgreSQL: most of an import's time.
+    PostgreSQL runs one single-row statement per row in a pipeline (parsed once); SQLite,
+    multi-row statements within its parameter limit.
     """
     if not rows:
         return
@@ -264,27 +307,38 @@ def insert_rows(
     columns = [f for f in opts.concrete_fields if not f.primary_key]
     connection = connections[router.db_for_write(model)]
     quote = connection.ops.quote_name
-    limit = connection.features.max_query_params or 50_000
-    per_statement = max(1, min(500, limit // len(columns)))
     head = (
         f"INSERT INTO {quote(opts.db_table)} "
         f"({', '.join(quote(column.column) for column in columns)}) VALUES "
     )
     one = "(" + ", ".join(["%s"] * len(columns)) + ")"
     tail = ""
+    keys = [opts.get_field(name) for name in returning]
     if returning:
-        keys = [opts.get_field(name) for name in returning]
         names = ", ".join(quote(f.column) for f in [opts.pk, *keys])
         tail = f" RETURNING {names}"
+    by_key = {tuple(getattr(row, f.attname) for f in keys): row for row in rows}
+
+    def values(row: Any) -> list[Any]:
+        return _prepared(columns, [column.pre_save(row, True) for column in columns], connection)
+
+    if connection.vendor == "postgresql":
+        with _server_bound_cursor(connection) as cursor:
+            cursor.executemany(
+                head + one + tail, [values(row) for row in rows], returning=bool(tail)
+            )
+            while returning:
+                for pk, *key in cursor.fetchall():
+                    by_key[tuple(key)].pk = pk
+                if not cursor.nextset():
+                    break
+        return
+    limit = connection.features.max_query_params or 50_000
+    per_statement = max(1, min(500, limit // len(columns)))
     with connection.cursor() as cursor:
         for part in chunks(rows, per_statement):
-            params = [
-                column.get_db_prep_save(column.pre_save(row, True), connection)
-                for row in part
-                for column in columns
-            ]
+            params = [value for row in part for value in values(row)]
             cursor.execute(head + ", ".join([one] * len(part)) + tail, params)
             if returning:
-                by_key = {tuple(getattr(row, f.attname) for f in keys): row for row in part}
                 for pk, *key in cursor.fetchall():
                     by_key[tuple(key)].pk = pk

@@ -3,14 +3,16 @@
     eval "$(bin/services env)"   # PostgreSQL + Redis from `bin/services start`
     .venv/bin/python tests/benchmarks/bench_sync.py --nodes 1000
 
-Figures printed: initial sync time and memory of a generated demo cluster, catch-up ingest rate
-(events per second applied to the database), and the delay from a change at the API server to
-its database commit (p50/p99) while watchers run. Rows of the synced kinds are deleted first.
+Figures printed: initial sync time and memory of a generated demo cluster, ingest rate (events
+per second applied to the database by running watchers), and the delay from a change at the API
+server to its database commit (p50/p99) while watchers run. The fake API server runs in its own
+process, as a real one does, so the figures (memory included) are the dashboard's alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import statistics
@@ -18,6 +20,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +66,75 @@ def expected(server: FakeApiServer, kind: str) -> dict[str, str]:
     return found
 
 
-def converged(server: FakeApiServer) -> bool:
-    return all(stored(kind) == expected(server, kind) for kind in KINDS)
+class ApiServerProcess:
+    """The fake API server with the demo cluster in a child process, driven over a pipe."""
+
+    def __init__(self, *, nodes: int, seed: int, kubeconfig: Path) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pipe, child = context.Pipe()
+        self.process = context.Process(
+            target=_serve, args=(child, nodes, seed, str(kubeconfig)), daemon=True
+        )
+
+    def __enter__(self) -> ApiServerProcess:
+        self.process.start()
+        self.counts, self.generated = self.pipe.recv()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.pipe.send(("stop", None))
+        self.process.join(timeout=30)
+
+    def call(self, command: str, argument: Any = None) -> Any:
+        self.pipe.send((command, argument))
+        return self.pipe.recv()
 
 
-def initial_sync(server: FakeApiServer, kubeconfig: Path, *, trace: bool) -> None:
+def _serve(pipe: Connection, nodes: int, seed: int, kubeconfig: str) -> None:
+    with FakeApiServer(bookmark_interval=5.0, history_limit=200_000) as server:
+        started = time.perf_counter()
+        churn = load_demo(server, nodes=nodes, seed=seed)
+        server.write_kubeconfig(Path(kubeconfig))
+        counts = {p: len(server.objects(p)) for p in ("nodes", "resourceslices", "resourceclaims")}
+        pipe.send((counts, time.perf_counter() - started))
+        loop = ChurnLoop(server, churn, interval=1.0)
+        while True:
+            command, argument = pipe.recv()
+            if command == "stop":
+                return
+            if command == "expected":
+                pipe.send({kind: expected(server, kind) for kind in KINDS})
+            elif command == "churn":
+                before = int(server.resource_version)
+                for _ in range(argument):
+                    loop.run_once()
+                pipe.send(int(server.resource_version) - before)
+            elif command == "touch-nodes":
+                pipe.send(_touch_nodes(server, *argument))
+
+
+def _touch_nodes(server: FakeApiServer, changes: int, rate: float) -> dict[str, float]:
+    """Relabel nodes at `rate` per second: the perf_counter time of each change by its RV
+    (CLOCK_MONOTONIC, the same clock in both processes)."""
+    sent: dict[str, float] = {}
+    nodes = server.objects("nodes")
+    for i in range(changes):
+        node = nodes[i % len(nodes)]
+        node["metadata"].setdefault("labels", {})["bench/tick"] = str(i)
+        node["metadata"].pop("resourceVersion", None)
+        t0 = time.perf_counter()
+        stored_obj = server.apply(node)
+        sent[stored_obj["metadata"]["resourceVersion"]] = t0
+        time.sleep(1.0 / rate)
+    return sent
+
+
+def converged(server: ApiServerProcess) -> bool:
+    wanted = server.call("expected")
+    return all(stored(kind) == wanted[kind] for kind in KINDS)
+
+
+def initial_sync(server: ApiServerProcess, kubeconfig: Path, *, trace: bool) -> None:
     options = WatchOptions.from_settings()
     if trace:
         tracemalloc.start()
@@ -107,7 +174,7 @@ def initial_sync(server: FakeApiServer, kubeconfig: Path, *, trace: bool) -> Non
     SyncState.objects.update(watcher="")
     print(
         f"initial sync: {elapsed:.1f}s; maxrss {rss_before:.0f} -> {maxrss_mb():.0f} MiB "
-        f"(process incl. fake server){peak} (goal: <= 10 s, <= 500 MB)"
+        f"(the dashboard's process){peak} (goal: <= 10 s, <= 500 MB)"
     )
     from inventory.models import Device
 
@@ -147,39 +214,39 @@ class Watchers:
             thread.join(timeout=30)
 
 
-def catch_up(server: FakeApiServer, churn: Any, kubeconfig: Path, *, steps: int) -> None:
-    loop = ChurnLoop(server, churn, interval=1.0)
-    before = int(server.resource_version)
-    for _ in range(steps):
-        loop.run_once()
-    changes = int(server.resource_version) - before
-    # Count committed events in the watchers themselves: polling the tables would compete.
+def ingest(server: ApiServerProcess, kubeconfig: Path, *, steps: int) -> None:
+    """Events per second from the watchers' start to the commit that made the database equal
+    to the server again, after a burst of churn (watcher start and resume included)."""
     committed = [0]
+    last_commit = [0.0]
     original = watch_loop.KindWatcher.commit
 
     def counting_commit(self: KindWatcher, batch: Any) -> None:
         original(self, batch)
         committed[0] += len(batch.events)
+        last_commit[0] = time.perf_counter()
 
+    # The churn is generated first (the demo's allocator makes it slower than any ingest);
+    # then watchers resume from their cursors and catch up, as after a worker restart.
+    changes = server.call("churn", steps)
     watch_loop.KindWatcher.commit = counting_commit  # type: ignore[method-assign]
     started = time.perf_counter()
     with Watchers(kubeconfig):
         deadline = time.monotonic() + 300
-        while committed[0] < changes:
+        # Counting first, comparing after: the comparison would compete with the watchers.
+        while committed[0] < changes or not converged(server):
             if time.monotonic() > deadline:
-                raise SystemExit(f"catch-up: {committed[0]} of {changes} events after 300 s")
-            time.sleep(0.02)
-        elapsed = time.perf_counter() - started
+                raise SystemExit(f"ingest: {committed[0]} of {changes} events after 300 s")
+            time.sleep(0.01 if committed[0] < changes else 0.5)
+        elapsed = last_commit[0] - started
     watch_loop.KindWatcher.commit = original  # type: ignore[method-assign]
-    assert converged(server), "database differs from the server after catching up"
     print(
-        f"catch-up ingest: {changes} changes from {steps} churn steps committed in "
-        f"{elapsed:.2f}s = {changes / elapsed:.0f} events/s (incl. watcher start and resume; "
-        "goal >= 2,000/s)"
+        f"ingest: {changes} changes from {steps} churn steps committed in {elapsed:.2f}s = "
+        f"{changes / elapsed:.0f} events/s (goal >= 2,000/s)"
     )
 
 
-def latency(server: FakeApiServer, kubeconfig: Path, *, changes: int, rate: float) -> None:
+def latency(server: ApiServerProcess, kubeconfig: Path, *, changes: int, rate: float) -> None:
     committed: dict[str, float] = {}
     original = watch_loop.KindWatcher.commit
 
@@ -190,18 +257,9 @@ def latency(server: FakeApiServer, kubeconfig: Path, *, changes: int, rate: floa
             committed[str(obj["metadata"].get("resourceVersion"))] = now
 
     watch_loop.KindWatcher.commit = timed_commit  # type: ignore[method-assign]
-    sent: dict[str, float] = {}
-    nodes = server.objects("nodes")
     with Watchers(kubeconfig):
         time.sleep(2.0)  # watchers resume and settle
-        for i in range(changes):
-            node = nodes[i % len(nodes)]
-            node["metadata"].setdefault("labels", {})["bench/tick"] = str(i)
-            node["metadata"].pop("resourceVersion", None)
-            t0 = time.perf_counter()
-            stored_obj = server.apply(node)
-            sent[stored_obj["metadata"]["resourceVersion"]] = t0
-            time.sleep(1.0 / rate)
+        sent: dict[str, float] = server.call("touch-nodes", (changes, rate))
         deadline = time.monotonic() + 30
         while len(set(sent) & set(committed)) < len(sent) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -219,7 +277,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--churn-steps", type=int, default=200)
+    parser.add_argument("--churn-steps", type=int, default=1000)
     parser.add_argument("--latency-changes", type=int, default=300)
     parser.add_argument("--latency-rate", type=float, default=50.0)
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
@@ -231,14 +289,11 @@ def main() -> int:
         parser.error("set DASHBOARD_DATABASE_URL (a scratch database) or pass --allow-sqlite")
     print(f"database: {connection.vendor}; redis: {'yes' if settings.REDIS_URL else 'no'}")
     reset_database()
-    with FakeApiServer(bookmark_interval=5.0, history_limit=200_000) as server:
-        t0 = time.perf_counter()
-        churn = load_demo(server, nodes=args.nodes, seed=args.seed)
-        counts = {p: len(server.objects(p)) for p in ("nodes", "resourceslices", "resourceclaims")}
-        print(f"demo cluster: {counts} generated in {time.perf_counter() - t0:.1f}s")
-        kubeconfig = server.write_kubeconfig(Path(settings.VAR_DIR) / "bench.kubeconfig")
+    kubeconfig = Path(settings.VAR_DIR) / "bench.kubeconfig"
+    with ApiServerProcess(nodes=args.nodes, seed=args.seed, kubeconfig=kubeconfig) as server:
+        print(f"demo cluster: {server.counts} generated in {server.generated:.1f}s (own process)")
         initial_sync(server, kubeconfig, trace=args.tracemalloc)
-        catch_up(server, churn, kubeconfig, steps=args.churn_steps)
+        ingest(server, kubeconfig, steps=args.churn_steps)
         latency(server, kubeconfig, changes=args.latency_changes, rate=args.latency_rate)
     return 0
 

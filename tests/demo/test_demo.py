@@ -387,6 +387,25 @@ def test_churn_keeps_the_cluster_consistent(small: list[dict[str, Any]]) -> None
     assert sorted(map(key, churn.objects())) == sorted(map(key, store.values()))
 
 
+def test_churn_never_gives_a_new_object_a_used_uid(small: list[dict[str, Any]]) -> None:
+    """Objects the churn creates get uids no other object of their kind ever had, even with the
+    generator's own seed (the sync keys rows by uid, as Kubernetes guarantees uniqueness)."""
+    churn = DemoChurn(small, seed=7)
+    owner: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for obj in small:
+        metadata = obj["metadata"]
+        owner[(obj["kind"], metadata["uid"])] = (metadata.get("namespace"), metadata["name"])
+    added = 0
+    for _ in range(300):
+        for change, obj in churn.step():
+            metadata = obj["metadata"]
+            key = (obj["kind"], metadata["uid"])
+            name = (metadata.get("namespace"), metadata["name"])
+            assert owner.setdefault(key, name) == name, (change, key, owner[key], name)
+            added += change == "ADDED"
+    assert added > 50
+
+
 def test_churn_is_deterministic(small: list[dict[str, Any]]) -> None:
     """Two churn loops with one seed produce the same changes."""
     first, second = DemoChurn(small, seed=5), DemoChurn(small, seed=5)
