@@ -29,7 +29,7 @@ from claims.tasks import schedule_diagnoses
 from claims.templates import link_claims_of_pods, link_templates
 from claims.whatif.extended import DEVICE_CLASS_PREFIX, requested_names
 from inventory.choices import Kind
-from inventory.models import DeviceClass, KubeObject
+from inventory.models import DeviceClass
 from inventory.sync import (
     AFTER_COMMIT,
     JSON,
@@ -38,6 +38,7 @@ from inventory.sync import (
     Written,
     chunks,
     delete_row,
+    delete_rows,
     insert_rows,
     register,
 )
@@ -197,11 +198,13 @@ def pods_written(written: list[Written], result: BatchResult) -> None:
     link_claims_of_pods((entry.row.namespace, entry.row.name) for entry in written)
 
 
-def delete_claim(row: KubeObject, result: BatchResult) -> None:
-    assert isinstance(row, ResourceClaim)
-    result.touch("claims", row.pk)
-    result.touch("devices", *(ad.key for ad in row.allocated_devices.all()))
-    row.delete()
+def delete_claims(rows: list[Any], result: BatchResult) -> None:
+    pks = [row.pk for row in rows]
+    result.touch("claims", *pks)
+    for part in chunks(pks):
+        held = AllocatedDevice.objects.filter(claim_id__in=part)
+        result.touch("devices", *(entry.key for entry in held))
+    delete_rows(rows)
 
 
 def template_columns(obj: JSON) -> JSON:
@@ -349,7 +352,7 @@ def register_handlers() -> None:
             Kind.RESOURCE_CLAIM,
             ResourceClaim,
             claim_columns,
-            delete_claim,
+            delete_claims,
             "claims",
             namespaced=True,
             children=claim_children,

@@ -80,9 +80,9 @@ def replace_all(
         # Compare in Python: a NOT IN over thousands of uids exceeds SQLite's parameter limit.
         stale_pks = [pk for pk, uid in stored.values_list("pk", "uid") if uid not in seen]
         for part in chunks(stale_pks):
-            for row in handler.model.objects.filter(pk__in=part):
-                handler.delete(row, result)
-                result.deleted += 1
+            rows = list(handler.model.objects.filter(pk__in=part))
+            handler.delete(rows, result)
+            result.deleted += len(rows)
         _finish(result, publish=publish)
     return result
 

@@ -288,8 +288,7 @@ def _remove_recreated(handler: KindHandler, creates: list[Pending], result: Batc
             if key in wanted and wanted[key] != values[1]:
                 stale.append(values[0])
     for part in chunks(stale):
-        for row in handler.model.objects.filter(pk__in=part):
-            handler.delete(row, result)
+        handler.delete(list(handler.model.objects.filter(pk__in=part)), result)
 
 
 def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) -> None:
@@ -297,6 +296,7 @@ def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) 
     for part in chunks([removal.uid for removal in removals]):
         for row in handler.model.objects.filter(uid__in=part):
             rows[row.uid] = row
+    doomed: dict[Any, Any] = {}
     for removal in removals:
         row = rows.get(removal.uid)
         if row is None and removal.by_name:
@@ -305,5 +305,6 @@ def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) 
                 lookup["namespace"] = removal.namespace
             row = handler.model.objects.filter(**lookup).first()
         if row is not None:
-            handler.delete(row, result)
-            result.deleted += 1
+            doomed[row.pk] = row
+    handler.delete(list(doomed.values()), result)
+    result.deleted += len(doomed)

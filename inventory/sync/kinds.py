@@ -9,12 +9,18 @@ from inventory.choices import Kind
 from inventory.models import (
     DeviceClass,
     DeviceTaintRule,
-    KubeObject,
     Namespace,
     Node,
     ResourceClass,
 )
-from inventory.sync.core import JSON, BatchResult, KindHandler, delete_row, register
+from inventory.sync.core import (
+    JSON,
+    BatchResult,
+    KindHandler,
+    delete_row,
+    delete_rows,
+    register,
+)
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:
@@ -31,9 +37,9 @@ def node_columns(obj: JSON) -> JSON:
     }
 
 
-def delete_node(row: KubeObject, result: BatchResult) -> None:
-    result.touch("nodes", row.name)
-    row.delete()
+def delete_node(rows: list[Any], result: BatchResult) -> None:
+    result.touch("nodes", *(row.name for row in rows))
+    delete_rows(rows)
 
 
 def namespace_columns(obj: JSON) -> JSON:

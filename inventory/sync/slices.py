@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Count
 
 from inventory.choices import Kind
-from inventory.models import CounterSet, Device, KubeObject, Pool, ResourceSlice
+from inventory.models import CounterSet, Device, Pool, ResourceSlice
 from inventory.sync.core import (
     JSON,
     BatchResult,
@@ -22,6 +22,7 @@ from inventory.sync.core import (
     Pending,
     Written,
     chunks,
+    delete_rows,
     insert_rows,
     register,
     update_rows,
@@ -244,12 +245,14 @@ def refresh_pool(pool: Pool, result: BatchResult) -> None:
     refresh_pools({pool.pk}, result)
 
 
-def delete_resource_slice(row: KubeObject, result: BatchResult) -> None:
-    assert isinstance(row, ResourceSlice)
-    result.touch("devices", *row.devices.values_list("pk", flat=True))
-    result.touch("slices", row.pk)
-    result.dirty_pools.add(row.pool_id)
-    row.delete()
+def delete_resource_slices(rows: list[Any], result: BatchResult) -> None:
+    pks = [row.pk for row in rows]
+    for part in chunks(pks):
+        devices = Device.objects.filter(slice_id__in=part).values_list("pk", flat=True)
+        result.touch("devices", *devices)
+    result.touch("slices", *pks)
+    result.dirty_pools.update(row.pool_id for row in rows)
+    delete_rows(rows)
 
 
 def register_slices() -> None:
@@ -258,7 +261,7 @@ def register_slices() -> None:
             Kind.RESOURCE_SLICE,
             ResourceSlice,
             slice_columns,
-            delete_resource_slice,
+            delete_resource_slices,
             "slices",
             stored_fields=("pool_id",),
             children=slice_children,
