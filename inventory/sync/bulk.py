@@ -60,6 +60,32 @@ class Segment:
     items: list[Pending] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
     keys: set[object] = field(default_factory=set)
+    # uid -> index in `items`: a later state of a queued object replaces it (a row is written
+    # whole, so only the last state of a batch matters; status updates come in bursts).
+    queued: dict[str, int] = field(default_factory=dict)
+
+    def replace(self, item: Pending) -> bool:
+        """Put `item` in the place of a queued state of the same object; False if none."""
+        index = self.queued.get(item.uid)
+        if index is None:
+            return False
+        queued = self.items[index]
+        if (queued.namespace, queued.name) != (item.namespace, item.name):
+            return False
+        self.items[index] = item
+        return True
+
+    def drop(self, uid: str, namespace: str, name: str) -> bool:
+        """Forget the queued state of an object about to be removed; False if none."""
+        index = self.queued.get(uid)
+        if index is None or (self.items[index].namespace, self.items[index].name) != (
+            namespace,
+            name,
+        ):
+            return False
+        del self.items[index]
+        self.queued = {item.uid: position for position, item in enumerate(self.items)}
+        return True
 
     def fits(self, uid: str, namespace: str, name: str) -> bool:
         return uid not in self.keys and (namespace, name) not in self.keys
@@ -112,9 +138,13 @@ class BatchWriter:
             except (ValueError, KeyError, TypeError) as exc:
                 self.skip(raw, exc)
                 return
+        if self.segment.replace(item):
+            self.result.superseded += 1
+            return
         if not self.segment.fits(item.uid, item.namespace, item.name):
             self.flush()
         self.segment.claim(item.uid, item.namespace, item.name)
+        self.segment.queued[item.uid] = len(self.segment.items)
         self.segment.items.append(item)
 
     def remove(self, raw: JSON) -> None:
@@ -125,6 +155,11 @@ class BatchWriter:
         meta = _metadata(obj)
         namespace = str(meta.get("namespace", "")) if self.handler.namespaced else ""
         removal = Removal(object_uid(obj), namespace, str(meta.get("name")), raw, by_name)
+        if self.segment.drop(removal.uid, removal.namespace, removal.name):
+            # Its queued state is never written; the row it may have already is still removed.
+            self.result.superseded += 1
+            self.segment.removals.append(removal)
+            return
         if not self.segment.fits(removal.uid, removal.namespace, removal.name):
             self.flush()
         self.segment.claim(removal.uid, removal.namespace, removal.name)

@@ -34,6 +34,8 @@ class BatchResult:
     upserted: int = 0
     unchanged: int = 0
     deleted: int = 0
+    # States replaced by a later state of the same object in the same batch, never written.
+    superseded: int = 0
     skipped: list[str] = field(default_factory=list)
     changed: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     dirty_pools: set[int] = field(default_factory=set, repr=False)
@@ -45,6 +47,7 @@ class BatchResult:
         self.upserted += other.upserted
         self.unchanged += other.unchanged
         self.deleted += other.deleted
+        self.superseded += other.superseded
         self.skipped.extend(other.skipped)
         for topic, ids in other.changed.items():
             self.changed[topic].update(ids)
