@@ -53,6 +53,11 @@ class _Str(_Scalar):
     def fits(self, value: Any) -> bool:
         return isinstance(value, str)
 
+    def check(self, value: Any, path: str, ctx: Context) -> None:
+        # The common case first, without a call (objects have hundreds of strings).
+        if type(value) is not str and not isinstance(value, str):
+            raise ctx.error(path, f"expected {self.expected}, got {describe(value)}")
+
 
 class _Int(_Scalar):
     expected = "a 64-bit integer"
@@ -94,6 +99,8 @@ ANY: Shape = _Anything()
 
 
 def _require_mapping(value: Any, path: str, ctx: Context) -> Mapping[str, Any]:
+    if type(value) is dict:
+        return value
     if not isinstance(value, Mapping):
         raise ctx.error(path, f"expected a mapping, got {describe(value)}")
     return value
@@ -137,14 +144,26 @@ class Obj:
     fields: Mapping[str, Shape]
     required: frozenset[str] = field(default_factory=frozenset)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_required_order", tuple(sorted(self.required)))
+
     def check(self, value: Any, path: str, ctx: Context) -> None:
         mapping = _require_mapping(value, path, ctx)
-        for name in sorted(self.required):
+        for name in self._required_order:  # type: ignore[attr-defined]
             if mapping.get(name) is None:
                 raise ctx.error(child(path, name), "required field missing")
-        for name, shape in self.fields.items():
+        fields = self.fields
+        # Walk the smaller side: objects often set few of the many fields a shape knows.
+        if len(mapping) < len(fields):
+            for name, entry in mapping.items():
+                if entry is not None:
+                    shape = fields.get(name)
+                    if shape is not None and shape is not ANY:
+                        shape.check(entry, child(path, name), ctx)
+            return
+        for name, shape in fields.items():
             entry = mapping.get(name)
-            if entry is not None:
+            if entry is not None and shape is not ANY:
                 shape.check(entry, child(path, name), ctx)
 
     def extend(self, *, required: tuple[str, ...] = (), **fields: Shape) -> Obj:
@@ -188,38 +207,38 @@ def plain(value: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES)
     Raises TooLarge past `max_depth` levels or `max_nodes` values: input handed over as Python
     objects may share sub-objects (or contain itself), which a naive copy would multiply.
     """
-    budget = [max_nodes]
-    return _plain(value, max_depth, budget, max_depth=max_depth, max_nodes=max_nodes)
+    budget = max_nodes
 
+    def copy(value: Any, levels: int) -> Any:
+        nonlocal budget
+        budget -= 1
+        if budget < 0:
+            raise TooLarge(f"more than {max_nodes} values")
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or kind is float or value is None:
+            return value
+        if kind is dict or isinstance(value, Mapping):
+            if levels <= 0:
+                raise TooLarge(f"nested deeper than {max_depth} levels")
+            copied: dict[Any, Any] = {}
+            for key, entry in value.items():
+                try:
+                    copied[key] = copy(entry, levels - 1)
+                except TooLarge as exc:
+                    exc.steps.append(f".{key}")
+                    raise
+            return copied
+        if kind is list or isinstance(value, list | tuple):
+            if levels <= 0:
+                raise TooLarge(f"nested deeper than {max_depth} levels")
+            items: list[Any] = []
+            for index, entry in enumerate(value):
+                try:
+                    items.append(copy(entry, levels - 1))
+                except TooLarge as exc:
+                    exc.steps.append(f"[{index}]")
+                    raise
+            return items
+        return value
 
-def _plain(value: Any, levels: int, budget: list[int], *, max_depth: int, max_nodes: int) -> Any:
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise TooLarge(f"more than {max_nodes} values")
-    if isinstance(value, Mapping):
-        if levels <= 0:
-            raise TooLarge(f"nested deeper than {max_depth} levels")
-        copied: dict[Any, Any] = {}
-        for key, entry in value.items():
-            try:
-                copied[key] = _plain(
-                    entry, levels - 1, budget, max_depth=max_depth, max_nodes=max_nodes
-                )
-            except TooLarge as exc:
-                exc.steps.append(f".{key}")
-                raise
-        return copied
-    if isinstance(value, list | tuple):
-        if levels <= 0:
-            raise TooLarge(f"nested deeper than {max_depth} levels")
-        items: list[Any] = []
-        for index, entry in enumerate(value):
-            try:
-                items.append(
-                    _plain(entry, levels - 1, budget, max_depth=max_depth, max_nodes=max_nodes)
-                )
-            except TooLarge as exc:
-                exc.steps.append(f"[{index}]")
-                raise
-        return items
-    return value
+    return copy(value, max_depth)
