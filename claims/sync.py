@@ -202,8 +202,10 @@ def delete_claims(rows: list[Any], result: BatchResult) -> None:
     pks = [row.pk for row in rows]
     result.touch("claims", *pks)
     for part in chunks(pks):
-        held = AllocatedDevice.objects.filter(claim_id__in=part)
-        result.touch("devices", *(entry.key for entry in held))
+        held = AllocatedDevice.objects.filter(claim_id__in=part).values_list(
+            "driver", "pool", "device"
+        )
+        result.touch("devices", *(f"{driver}/{pool}/{device}" for driver, pool, device in held))
     delete_rows(rows)
 
 

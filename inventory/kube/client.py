@@ -1,8 +1,9 @@
 """The connection to the API server: raw JSON over the official client's transport.
 
 Everything goes through `ApiClient.param_serialize` + `call_api`, which hand back the undecoded
-urllib3 response; bodies are parsed with `json.loads` into plain dicts. Typed models are never
-used: they drop fields newer than the client and one drifted object would kill a whole stream.
+urllib3 response; bodies are parsed with orjson (json for what it refuses) into plain dicts.
+Typed models are never used: they drop fields newer than the client and one drifted object
+would kill a whole stream.
 The same two calls serve any group/version, including ones the client has no classes for
 (v1alpha2, v1alpha3).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import orjson
 import urllib3
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
@@ -83,10 +85,20 @@ def _retry_after(header: str | None, details: Mapping[str, Any]) -> float | None
     return None
 
 
+def loads(data: bytes) -> Any:
+    """Decode JSON: orjson, several times faster on list pages and watch lines; the json module
+    for what orjson refuses (escaped lone surrogates, integers beyond 64 bits), which the API
+    server's Go encoder may still send. Raises ValueError when neither can decode it."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def status_error(status: int, body: bytes, *, path: str, retry_after: str | None) -> ApiStatusError:
     """An ApiStatusError from a non-2xx answer, reading the Status body when there is one."""
     try:
-        parsed = json.loads(body) if body else {}
+        parsed = loads(body) if body else {}
     except ValueError:
         parsed = {}
     if not isinstance(parsed, dict):
@@ -150,10 +162,10 @@ class WatchStream:
         buffer = b""
         try:
             for chunk in self._response.stream(amt=None, decode_content=True):
-                buffer += chunk
-                # One JSON event per line; a partial line waits for the rest of it.
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # One JSON event per line; a partial line waits for the rest of it. One split
+                # per chunk: a backlog arrives in chunks of many lines.
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
                     if line.strip():
                         yield self._decode(line)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
@@ -165,7 +177,7 @@ class WatchStream:
 
     def _decode(self, line: bytes) -> JSON:
         try:
-            event = json.loads(line)
+            event = loads(line)
         except ValueError as exc:
             raise TransportError(f"watch {self._path} sent a line that is not JSON") from exc
         if not isinstance(event, dict):
@@ -236,7 +248,7 @@ class KubeClient:
         finally:
             raw.release_conn()
         try:
-            parsed = json.loads(body)
+            parsed = loads(body)
         except ValueError as exc:
             raise TransportError(f"GET {path}: the body is not JSON ({len(body)} bytes)") from exc
         if not isinstance(parsed, dict):

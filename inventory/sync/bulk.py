@@ -34,6 +34,7 @@ from inventory.sync.core import (
     object_uid,
     record_skip,
     update_rows,
+    without_json,
 )
 
 # What one object can make a write fail with; anything else (a lost connection, a locked
@@ -323,13 +324,13 @@ def _remove_recreated(handler: KindHandler, creates: list[Pending], result: Batc
             if key in wanted and wanted[key] != values[1]:
                 stale.append(values[0])
     for part in chunks(stale):
-        handler.delete(list(handler.model.objects.filter(pk__in=part)), result)
+        handler.delete(list(without_json(handler.model).filter(pk__in=part)), result)
 
 
 def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) -> None:
     rows: dict[str, Any] = {}
     for part in chunks([removal.uid for removal in removals]):
-        for row in handler.model.objects.filter(uid__in=part):
+        for row in without_json(handler.model).filter(uid__in=part):
             rows[row.uid] = row
     doomed: dict[Any, Any] = {}
     for removal in removals:
@@ -338,7 +339,7 @@ def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) 
             lookup: JSON = {"name": removal.name}
             if handler.namespaced:
                 lookup["namespace"] = removal.namespace
-            row = handler.model.objects.filter(**lookup).first()
+            row = without_json(handler.model).filter(**lookup).first()
         if row is not None:
             doomed[row.pk] = row
     handler.delete(list(doomed.values()), result)

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+import orjson
+
 from inventory.kube.fakeapi import options, resources
 from inventory.kube.fakeapi.faults import Fault, Verb
 from inventory.kube.fakeapi.resources import DRA_GROUP, ResourceType
@@ -333,7 +335,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             "items": [self._list_item(obj) for _, obj in page],
         }
         if fault is not None and fault.kind == "cut":
-            self._send_cut_body(json.dumps(body).encode())
+            self._send_cut_body(_dumps(body))
         else:
             self._send_json(200, body)
 
@@ -454,8 +456,13 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         stops_early = fault is not None and fault.kind in ("close", "cut")
         cutoff = fault.after_events if fault is not None and stops_early else None
         while True:
-            for event in events:
-                if cutoff is not None and sent >= cutoff:
+            if cutoff is None and events:
+                # A chunk per event, as the API server flushes each; written together, as a
+                # backlog leaves its buffer in few packets.
+                self.wfile.write(b"".join(_framed(_line(event)) for event in events))
+                sent += len(events)
+            for event in events if cutoff is not None else []:
+                if sent >= cutoff:
                     if fault is not None and fault.kind == "cut":
                         self._cut_chunk(_line(event))
                     else:
@@ -517,7 +524,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             return True
 
     def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(_framed(data))
 
     def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
@@ -557,7 +564,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
     def _send_json(
         self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
-        self._send_bytes(code, json.dumps(body).encode(), "application/json", headers)
+        self._send_bytes(code, _dumps(body), "application/json", headers)
 
     def _send_bytes(
         self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
@@ -571,8 +578,21 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+def _framed(data: bytes) -> bytes:
+    """`data` as one chunk of a chunked response."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    """Compact JSON, as the API server writes it."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # what orjson refuses (integers beyond 64 bits): as Go would, in full
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
 def _line(event: dict[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    return _dumps(event) + b"\n"
 
 
 def _selector(query: dict[str, str]) -> Predicate:

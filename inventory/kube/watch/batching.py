@@ -137,11 +137,16 @@ def batch_events(
     path: str,
     max_events: int = 200,
     max_delay: float = 0.1,
+    linger: float | None = None,
     idle_every: float = 1.0,
     stop: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[Batch]:
     """Group the events of one watch connection into batches; see the module docstring.
+
+    With `linger`, a batch also ends when no event followed its last one within `linger`
+    seconds: a lone change commits at once, while a backlog, whose events follow each other
+    closely, still fills batches up to `max_events` (group commit).
 
     Also yields an idle Batch (nothing to commit) after `idle_every` quiet seconds, so the
     caller can heartbeat. Stops after the current batch once `stop()` is true.
@@ -149,6 +154,7 @@ def batch_events(
     pending = Batch()
     committed_version = ""
     first_at = 0.0
+    last_at = 0.0
 
     def flush() -> Batch:
         nonlocal pending, committed_version
@@ -164,7 +170,10 @@ def batch_events(
         if pending.idle:
             timeout = idle_every
         else:
-            timeout = max(first_at + max_delay - clock(), 0.0)
+            until = first_at + max_delay
+            if linger is not None:
+                until = min(until, last_at + linger)
+            timeout = max(until - clock(), 0.0)
         item = source.next_event(timeout)
         if item is Signal.END:
             if not pending.idle:
@@ -187,8 +196,9 @@ def batch_events(
         version = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if event_type == "BOOKMARK":
             if isinstance(version, str) and version:
+                last_at = clock()
                 if pending.idle:
-                    first_at = clock()
+                    first_at = last_at
                 pending.resource_version = version
                 pending.bookmarks += 1
             continue
@@ -198,12 +208,13 @@ def batch_events(
         # Real servers send TypeMeta on watch objects; fill it in for those that do not.
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", api_version)
+        last_at = clock()
         if pending.idle:
-            first_at = clock()
+            first_at = last_at
         pending.events.append((str(event_type), obj))
         if isinstance(version, str) and version:
             pending.resource_version = version
-        if len(pending.events) >= max_events or clock() - first_at >= max_delay:
+        if len(pending.events) >= max_events or last_at - first_at >= max_delay:
             yield flush()
 
 

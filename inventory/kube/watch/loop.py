@@ -59,6 +59,9 @@ class WatchOptions:
     page_size: int = 500
     max_events: int = 200
     max_delay: float = 0.1
+    # A batch ends once its stream is quiet this long: a lone change commits at once instead
+    # of waiting out max_delay, a backlog still fills whole batches.
+    linger: float | None = 0.005
     backoff_base: float = 0.5
     backoff_cap: float = 30.0
     not_served_poll: float = 60.0
@@ -451,6 +454,7 @@ class KindWatcher:
                 path=path,
                 max_events=self.options.max_events,
                 max_delay=self.options.max_delay,
+                linger=self.options.linger,
                 idle_every=min(1.0, self.options.heartbeat_every),
                 stop=lambda: self._should_stop(deadline),
             )

@@ -95,3 +95,52 @@ def test_unknown_event_types_and_objectless_events_are_ignored() -> None:
     items = [{"type": "WEIRD", "object": {}}, {"type": "ADDED"}, event("ADDED", "ok", 9)]
     (batch,) = run(items)
     assert [o["metadata"]["name"] for _, o in batch.events] == ["ok"]
+
+
+class TimedSource:
+    """Events arriving at given times on a fake clock; a wait shorter than the next arrival
+    returns IDLE having used up its timeout, as a queue.get with a timeout does."""
+
+    def __init__(self, arrivals: list[tuple[float, dict]]) -> None:
+        self.now = 0.0
+        self.arrivals = list(arrivals)
+
+    def clock(self) -> float:
+        return self.now
+
+    def next_event(self, timeout: float):
+        from inventory.kube.watch.batching import Signal
+
+        if not self.arrivals:
+            return Signal.END
+        at, item = self.arrivals[0]
+        if at <= self.now + timeout:
+            self.now = max(self.now, at)
+            self.arrivals.pop(0)
+            return item
+        self.now += timeout
+        return Signal.IDLE
+
+
+def timed_batches(arrivals: list[tuple[float, dict]], **kwargs) -> list[list[str]]:
+    source = TimedSource(arrivals)
+    options = {"kind": "Node", "api_version": "v1", "path": "/api/v1/nodes", "max_delay": 0.1}
+    options.update(kwargs)
+    batches = batch_events(source, clock=source.clock, **options)
+    return [[o["metadata"]["name"] for _, o in b.events] for b in batches if b.events]
+
+
+def test_linger_commits_a_lone_change_once_the_stream_is_quiet() -> None:
+    """A burst followed by a pause is one batch at once, not after max_delay; without linger
+    the late event waits in the same batch."""
+    arrivals = [(0.0, event("ADDED", "a", 1)), (0.001, event("ADDED", "b", 2))]
+    arrivals += [(0.002, event("ADDED", "c", 3)), (0.05, event("MODIFIED", "a", 4))]
+    assert timed_batches(arrivals, linger=0.005) == [["a", "b", "c"], ["a"]]
+    assert timed_batches(arrivals) == [["a", "b", "c", "a"]]
+
+
+def test_linger_still_fills_batches_from_a_backlog() -> None:
+    """Events 1 ms apart (a backlog) fill batches to max_events despite a 5 ms linger."""
+    arrivals = [(i * 0.001, event("ADDED", f"n{i}", i + 1)) for i in range(10)]
+    batches = timed_batches(arrivals, linger=0.005, max_events=4)
+    assert [len(b) for b in batches] == [4, 4, 2]
