@@ -456,20 +456,22 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         stops_early = fault is not None and fault.kind in ("close", "cut")
         cutoff = fault.after_events if fault is not None and stops_early else None
         while True:
-            if cutoff is None and events:
-                # A chunk per event, as the API server flushes each; written together, as a
-                # backlog leaves its buffer in few packets.
-                self.wfile.write(b"".join(_framed(_line(event)) for event in events))
-                sent += len(events)
-            for event in events if cutoff is not None else []:
-                if sent >= cutoff:
-                    if fault is not None and fault.kind == "cut":
-                        self._cut_chunk(_line(event))
-                    else:
-                        self._end_chunks()
-                    return
-                self._chunk(_line(event))
-                sent += 1
+            if cutoff is None:
+                if events:
+                    # A chunk per event, as the API server flushes each; written together, as
+                    # a backlog leaves its buffer in few packets.
+                    self.wfile.write(b"".join(_framed(_line(event)) for event in events))
+                    sent += len(events)
+            else:
+                for event in events:
+                    if sent >= cutoff:
+                        if fault is not None and fault.kind == "cut":
+                            self._cut_chunk(_line(event))
+                        else:
+                            self._end_chunks()
+                        return
+                    self._chunk(_line(event))
+                    sent += 1
             if self.app._stopping.is_set() or self._client_gone():
                 self._abort()
                 return
