@@ -3,10 +3,11 @@
 Objects are normalized and turned into columns first, so an object that cannot be stored is
 recorded and dropped before anything is written. The rest are written segment by segment: a
 segment holds objects with distinct uids and names (a batch repeating an object starts a new
-one, keeping event order), loads its stored rows in one query, leaves unchanged rows alone and
-bulk-creates or bulk-updates the others. Should a bulk write still fail (a value the database
-rejects), the segment is rolled back to its savepoint and written again object by object, each
-in its own savepoint, so one bad object never loses the batch.
+one, keeping event order; a delete and recreate under one name stays in one), loads its stored
+rows in one query, leaves unchanged rows alone and bulk-creates or bulk-updates the others.
+Should a bulk write still fail (a value the database rejects), the segment is rolled back to
+its savepoint and written again object by object, each in its own savepoint, so one bad object
+never loses the batch.
 """
 
 from __future__ import annotations
@@ -56,11 +57,16 @@ class Removal:
 
 @dataclass
 class Segment:
-    """Objects with distinct uids and names, written together."""
+    """Objects with distinct uids, written together: removals first, then the rest.
+
+    A name may repeat only as a removal followed by a new object (a delete and recreate, as a
+    replaced node or a pod of a StatefulSet): removals run first, so the order holds. Any
+    other repeat starts a new segment, keeping event order."""
 
     items: list[Pending] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
-    keys: set[object] = field(default_factory=set)
+    uids: set[str] = field(default_factory=set)
+    item_names: set[tuple[str, str]] = field(default_factory=set)
     # uid -> index in `items`: a later state of a queued object replaces it (a row is written
     # whole, so only the last state of a batch matters; status updates come in bursts).
     queued: dict[str, int] = field(default_factory=dict)
@@ -89,11 +95,12 @@ class Segment:
         return True
 
     def fits(self, uid: str, namespace: str, name: str) -> bool:
-        return uid not in self.keys and (namespace, name) not in self.keys
+        return uid not in self.uids and (namespace, name) not in self.item_names
 
-    def claim(self, uid: str, namespace: str, name: str) -> None:
-        self.keys.add(uid)
-        self.keys.add((namespace, name))
+    def claim(self, uid: str, namespace: str, name: str, *, item: bool) -> None:
+        self.uids.add(uid)
+        if item:
+            self.item_names.add((namespace, name))
 
     def singles(self) -> list[tuple[Segment, Any]]:
         """One segment per object, with the raw object to name when it fails."""
@@ -144,7 +151,7 @@ class BatchWriter:
             return
         if not self.segment.fits(item.uid, item.namespace, item.name):
             self.flush()
-        self.segment.claim(item.uid, item.namespace, item.name)
+        self.segment.claim(item.uid, item.namespace, item.name, item=True)
         self.segment.queued[item.uid] = len(self.segment.items)
         self.segment.items.append(item)
 
@@ -163,7 +170,7 @@ class BatchWriter:
             return
         if not self.segment.fits(removal.uid, removal.namespace, removal.name):
             self.flush()
-        self.segment.claim(removal.uid, removal.namespace, removal.name)
+        self.segment.claim(removal.uid, removal.namespace, removal.name, item=False)
         self.segment.removals.append(removal)
 
     def _pending(self, raw: JSON, obj: JSON) -> Pending:

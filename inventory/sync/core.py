@@ -288,16 +288,17 @@ def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(column.column)} = %s" for column in columns)
     sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {quote(opts.pk.column)} = %s"
-    params = [
+    params = (
         [*_prepared(columns, [getattr(row, c.attname) for c in columns], connection), row.pk]
         for row in rows
-    ]
+    )
     if connection.vendor == "postgresql":
         with _server_bound_cursor(connection) as cursor:
             cursor.executemany(sql, params)
         return
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        # A list: Django's query log counts the parameter sets.
+        cursor.executemany(sql, list(params))
 
 
 @contextmanager
@@ -346,8 +347,9 @@ def insert_rows(
 
     if connection.vendor == "postgresql":
         with _server_bound_cursor(connection) as cursor:
+            # A generator: each row's parameters (its JSON dumped) live only while it is sent.
             cursor.executemany(
-                head + one + tail, [values(row) for row in rows], returning=bool(tail)
+                head + one + tail, (values(row) for row in rows), returning=bool(tail)
             )
             while returning:
                 for pk, *key in cursor.fetchall():

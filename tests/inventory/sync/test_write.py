@@ -295,6 +295,26 @@ def test_queries_do_not_grow_with_the_batch(django_assert_max_num_queries):
 
 
 @pytest.mark.django_db
+def test_deletes_and_recreates_under_one_name_share_a_segment(django_assert_max_num_queries):
+    """Replaced objects (DELETED, then ADDED under the same name with a new uid, as replaced
+    nodes or StatefulSet pods) cost as many queries for 40 as for 2, and leave the new rows."""
+    apply_events("ResourceClaim", [("ADDED", claim(f"c{i}", rv="1")) for i in range(40)])
+    events = []
+    for i in range(40):
+        events.append(("DELETED", claim(f"c{i}", rv="2")))
+        recreated = claim(f"c{i}", rv="3", device=f"gpu-{i}")
+        recreated["metadata"]["uid"] = f"uid-c{i}-second"
+        events.append(("ADDED", recreated))
+    with django_assert_max_num_queries(20):
+        result = apply_events("ResourceClaim", events)
+    assert (result.deleted, result.upserted) == (40, 40)
+    assert sorted(ResourceClaim.objects.values_list("uid", flat=True)) == sorted(
+        f"uid-c{i}-second" for i in range(40)
+    )
+    assert AllocatedDevice.objects.count() == 40
+
+
+@pytest.mark.django_db
 def test_pod_secrets_are_never_stored():
     """Env values, commands and last-applied config of pods are dropped; claims and node stay."""
     from claims.models import Pod
