@@ -67,13 +67,14 @@ def replace_all(
     """
     handler = handler_for(kind)
     result = BatchResult()
-    pairs = list(pairs)
+    seen: set[str] = set()
     with gc_paused(), transaction.atomic():
         writer = BatchWriter(handler, result)
+        # Consumed once, so a caller's generator can let go of each object once it is written.
         for raw, obj in pairs:
+            seen.add(object_uid(raw))
             writer.upsert(raw, obj)
         writer.flush()
-        seen = {object_uid(raw) for raw, _ in pairs}
         stored = handler.model.objects.all()
         if scope_namespace is not None:
             stored = stored.filter(namespace=scope_namespace)

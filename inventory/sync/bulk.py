@@ -42,6 +42,10 @@ from inventory.sync.core import (
 # database) fails the whole batch, which the caller retries.
 WRITE_ERRORS = (ValueError, KeyError, TypeError, OverflowError, IntegrityError, DataError)
 
+# A segment keeps its objects (raw, normalized, columns) until it is written: the cap bounds
+# what a relist of thousands of objects holds at once, while still writing in bulk.
+SEGMENT_SIZE = 500
+
 
 @dataclass
 class Removal:
@@ -95,7 +99,11 @@ class Segment:
         return True
 
     def fits(self, uid: str, namespace: str, name: str) -> bool:
-        return uid not in self.uids and (namespace, name) not in self.item_names
+        return (
+            uid not in self.uids
+            and (namespace, name) not in self.item_names
+            and len(self.items) + len(self.removals) < SEGMENT_SIZE
+        )
 
     def claim(self, uid: str, namespace: str, name: str, *, item: bool) -> None:
         self.uids.add(uid)

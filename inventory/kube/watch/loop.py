@@ -25,7 +25,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -373,8 +374,9 @@ class KindWatcher:
     def _replace(self, items: list[JSON], list_version: str) -> None:
         assert self.version is not None
         close_old_connections()
+        count = len(items)
         with state.write_guard(), transaction.atomic():
-            replace_all(self.kind, [(raw, None) for raw in items])
+            replace_all(self.kind, _handed_over(items))
             state.record_list(
                 self.kind,
                 watcher=self.identity,
@@ -386,7 +388,7 @@ class KindWatcher:
         self._stored_version = self.version
         self.need_list = False
         self.lists += 1
-        log.info("%s: listed %d objects at %s", self.kind, len(items), list_version)
+        log.info("%s: listed %d objects at %s", self.kind, count, list_version)
 
     def _list_all(self) -> tuple[list[JSON], str]:
         assert self.client is not None and self.version is not None
@@ -491,3 +493,14 @@ class KindWatcher:
             return
         state.heartbeat(self.kind, watcher=self.identity, rate=self.rate.add(0))
         self._last_beat = time.monotonic()
+
+
+def _handed_over(items: list[JSON]) -> Iterator[tuple[JSON, None]]:
+    """Yield a list's objects while emptying it, so each can be freed once it is written.
+
+    A relist of thousands of objects would otherwise keep every raw object until the end.
+    """
+    queue = deque(items)
+    items.clear()
+    while queue:
+        yield queue.popleft(), None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import weakref
 
 import pytest
 
@@ -312,6 +313,49 @@ def test_deletes_and_recreates_under_one_name_share_a_segment(django_assert_max_
         f"uid-c{i}-second" for i in range(40)
     )
     assert AllocatedDevice.objects.count() == 40
+
+
+@pytest.mark.django_db
+def test_segments_are_capped_and_keep_event_order(monkeypatch):
+    """A batch longer than a segment is written in several; states of one object that straddle
+    a segment boundary still apply in event order."""
+    monkeypatch.setattr("inventory.sync.bulk.SEGMENT_SIZE", 4)
+    events = [("ADDED", claim(f"c{i}", rv="1")) for i in range(10)]
+    events += [("MODIFIED", claim("c0", rv="2", device="gpu-7")), ("DELETED", claim("c1", rv="2"))]
+    result = apply_events("ResourceClaim", events)
+    assert result.deleted == 1
+    assert sorted(ResourceClaim.objects.values_list("name", flat=True)) == sorted(
+        f"c{i}" for i in range(10) if i != 1
+    )
+    stored = ResourceClaim.objects.get(name="c0")
+    assert stored.resource_version == "2"
+    assert list(AllocatedDevice.objects.values_list("device", flat=True)) == ["gpu-7"]
+
+
+@pytest.mark.django_db
+def test_replace_all_consumes_its_input_once(monkeypatch):
+    """A relist hands its objects over one by one: replace_all reads a generator once, and an
+    object is no longer held once its segment is written."""
+    monkeypatch.setattr("inventory.sync.bulk.SEGMENT_SIZE", 5)
+    apply_events("ResourceClaim", [("ADDED", claim("gone", rv="1"))])
+
+    class Raw(dict):
+        """A dict that can be referenced weakly, to see when the writer lets go of it."""
+
+    pending = [Raw(claim(f"c{i}", rv="1")) for i in range(20)]
+    refs = [weakref.ref(raw) for raw in pending]
+    held_at_end: list[int] = []
+
+    def handed_over():
+        while pending:
+            yield pending.pop(0), None
+        held_at_end.append(sum(ref() is not None for ref in refs))
+
+    result = replace_all("ResourceClaim", handed_over())
+    assert (result.upserted, result.deleted) == (20, 1)
+    assert ResourceClaim.objects.count() == 20
+    # When the last object has been handed over, only the last segment's are still held.
+    assert held_at_end == [5]
 
 
 @pytest.mark.django_db
