@@ -26,6 +26,7 @@ def apply_events(
     """Apply watch events (ADDED/MODIFIED/DELETED, raw objects) of one kind in one transaction."""
     handler = handler_for(kind)
     result = BatchResult()
+    events, result.superseded = latest_states(events)
     with gc_paused(), transaction.atomic():
         writer = BatchWriter(handler, result)
         for event_type, raw in events:
@@ -36,6 +37,36 @@ def apply_events(
         writer.flush()
         _finish(result, publish=publish)
     return result
+
+
+def latest_states(events: Iterable[tuple[str, JSON]]) -> tuple[list[tuple[str, JSON]], int]:
+    """Drop every state of an object that a later event of the same batch replaces.
+
+    A row is written whole, so only an object's last state in a batch matters, and a DELETED
+    event removes it whatever came before. Status updates come in bursts (a quota's `used` with
+    every claim), so this spares normalizing states that are never written. Returns the kept
+    events in order and how many were dropped; an object without usable metadata is kept for
+    the writer to report.
+    """
+    events = list(events)
+    keys: list[tuple[str, str, str] | None] = []
+    last: dict[tuple[str, str, str], int] = {}
+    for index, (_, raw) in enumerate(events):
+        meta = raw.get("metadata") if isinstance(raw, dict) else None
+        if not isinstance(meta, dict):
+            keys.append(None)
+            continue
+        key = (object_uid(raw), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        keys.append(key)
+        last[key] = index
+    if len(last) == len(events):
+        return events, 0
+    kept = [
+        event
+        for index, (event, key) in enumerate(zip(events, keys, strict=True))
+        if key is None or event[0] == "DELETED" or last[key] == index
+    ]
+    return kept, len(events) - len(kept)
 
 
 def upsert_events(

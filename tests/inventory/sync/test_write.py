@@ -317,19 +317,35 @@ def test_deletes_and_recreates_under_one_name_share_a_segment(django_assert_max_
 
 @pytest.mark.django_db
 def test_segments_are_capped_and_keep_event_order(monkeypatch):
-    """A batch longer than a segment is written in several; states of one object that straddle
-    a segment boundary still apply in event order."""
+    """A batch longer than a segment is written in several, in event order: a delete and a
+    recreate under one name that straddle a segment boundary leave the new object."""
     monkeypatch.setattr("inventory.sync.bulk.SEGMENT_SIZE", 4)
-    events = [("ADDED", claim(f"c{i}", rv="1")) for i in range(10)]
-    events += [("MODIFIED", claim("c0", rv="2", device="gpu-7")), ("DELETED", claim("c1", rv="2"))]
+    apply_events("ResourceClaim", [("ADDED", claim(f"c{i}", rv="1")) for i in range(10)])
+    recreated = claim("c0", rv="3", device="gpu-7")
+    recreated["metadata"]["uid"] = "uid-c0-second"
+    events = [("MODIFIED", claim(f"c{i}", rv="2")) for i in range(2, 5)]
+    events += [("DELETED", claim("c0", rv="2")), ("ADDED", recreated)]
+    events += [("MODIFIED", claim(f"c{i}", rv="2")) for i in range(5, 10)]
+    events += [("DELETED", claim("c1", rv="2"))]
     result = apply_events("ResourceClaim", events)
-    assert result.deleted == 1
-    assert sorted(ResourceClaim.objects.values_list("name", flat=True)) == sorted(
-        f"c{i}" for i in range(10) if i != 1
-    )
-    stored = ResourceClaim.objects.get(name="c0")
-    assert stored.resource_version == "2"
+    assert (result.deleted, result.superseded) == (2, 0)
+    stored = dict(ResourceClaim.objects.values_list("name", "uid"))
+    assert sorted(stored) == sorted(f"c{i}" for i in range(10) if i != 1)
+    assert stored["c0"] == "uid-c0-second"
+    assert set(ResourceClaim.objects.values_list("resource_version", flat=True)) == {"2", "3"}
     assert list(AllocatedDevice.objects.values_list("device", flat=True)) == ["gpu-7"]
+
+
+@pytest.mark.django_db
+def test_a_batch_writes_only_the_last_state_of_an_object():
+    """A burst of updates to one object is one write of its last state; a state followed by a
+    DELETED is never written."""
+    events = [("ADDED", claim("a", rv="1"))]
+    events += [("MODIFIED", claim("a", rv=str(rv))) for rv in range(2, 50)]
+    events += [("ADDED", claim("b", rv="50")), ("DELETED", claim("b", rv="51"))]
+    result = apply_events("ResourceClaim", events)
+    assert (result.upserted, result.superseded, result.deleted) == (1, 49, 0)
+    assert list(ResourceClaim.objects.values_list("name", "resource_version")) == [("a", "49")]
 
 
 @pytest.mark.django_db
