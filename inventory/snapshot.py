@@ -13,7 +13,7 @@ Hand-written objects without `metadata.uid` get one derived from kind, namespace
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,18 +173,31 @@ def import_texts(
 ) -> ImportReport:
     """Import objects from (name, text) pairs in one transaction."""
     report = ImportReport()
-    # Parsing builds the whole snapshot in memory; collections walking it cost seconds.
+    # The whole snapshot is in memory until written; collections walking it cost seconds.
     with gc_paused():
-        parsed = parse_texts(sources, report)
-    by_kind: dict[str, list[ParsedObject]] = defaultdict(list)
-    for item in parsed:
-        by_kind[item.obj["kind"]].append(item)
+        by_kind: dict[str, list[ParsedObject]] = defaultdict(list)
+        for item in parse_texts(sources, report):
+            by_kind[item.obj["kind"]].append(item)
+        _write(by_kind, report, merge=merge)
+    return report
+
+
+def _handed_over(items: list[ParsedObject]) -> Iterator[tuple[JSON, JSON]]:
+    # Emptying the list as it goes lets each object be freed once its segment is written.
+    queue = deque(items)
+    items.clear()
+    while queue:
+        item = queue.popleft()
+        yield item.raw, item.obj
+
+
+def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merge: bool) -> None:
     # Inventory first, so claims and pods land on a complete picture within the same commit.
     order = [kind for kind in HANDLERS if kind in by_kind]
     with transaction.atomic():
         for kind in order:
-            items = by_kind[kind]
-            pairs = [(p.raw, p.obj) for p in items]
+            count = len(by_kind[kind])
+            pairs = _handed_over(by_kind[kind])
             if merge:
                 batch = upsert_events(kind, pairs)
             else:
@@ -193,8 +206,8 @@ def import_texts(
             # Count what was stored: a kind may keep some objects out (Pods without claims).
             stored = batch.upserted + batch.unchanged
             report.objects[kind] = stored
-            if len(items) - stored - len(batch.skipped) > 0:
-                report.not_stored[kind] = len(items) - stored - len(batch.skipped)
+            if count - stored - len(batch.skipped) > 0:
+                report.not_stored[kind] = count - stored - len(batch.skipped)
         if report.result.skipped:
             # Raising inside the transaction rolls back everything this import wrote.
             shown = "\n".join(f"  {e}" for e in report.result.skipped[:20])
@@ -202,7 +215,6 @@ def import_texts(
                 f"{len(report.result.skipped)} object(s) could not be stored; "
                 f"nothing was imported:\n{shown}"
             )
-    return report
 
 
 def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportReport:

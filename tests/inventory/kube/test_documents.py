@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from inventory.kube.documents import (
     DocumentError,
     Limits,
     PurePythonLoader,
+    _check_json,
     check_value,
     dump_yaml,
     list_items,
@@ -251,3 +253,34 @@ def test_stable_uid_is_stable_and_distinct() -> None:
     assert first == stable_uid(kind="ResourceClaim", namespace="ns", name="c")
     assert first != stable_uid(kind="ResourceClaim", namespace="other", name="c")
     assert len(first) == 36
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "\\ud83d\\ude00", "b": "\\\\ud800"}',  # a surrogate pair; an escaped backslash
+        '{"a": "\\ud800"}',
+        '"\\udfff"',
+        "[" * 40 + "]" * 40,
+        "[" * 80 + "]" * 80,
+        '{"a": {"b": {"c": [1, 2, 3]}}}',
+        "[" + ", ".join(["[1, 2, 3]"] * 400) + "]",
+        '{"n": 12345678901234567890123, "s": "plain"}',
+    ],
+)
+def test_json_fast_check_agrees_with_the_full_check(text: str) -> None:
+    """JSON is checked by walking its containers only; it refuses and accepts what the full
+    check does, with the same message."""
+    limits = Limits(max_depth=64, max_nodes=1000)
+    value = json.loads(text)
+    outcomes = []
+    for check in (
+        lambda: _check_json(value, text, source="s", limits=limits),
+        lambda: check_value(value, source="s", limits=limits),
+    ):
+        try:
+            check()
+            outcomes.append(None)
+        except DocumentError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
