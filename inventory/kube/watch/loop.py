@@ -362,7 +362,12 @@ class KindWatcher:
             source.close()
             return None
         self.watch_list = True
-        self._replace(initial.items, initial.resource_version)
+        try:
+            self._replace(initial.items, initial.resource_version)
+        except BaseException:
+            # A failed write (database down) must not leave the stream and its reader open.
+            source.close()
+            raise
         return source
 
     def relist(self) -> None:

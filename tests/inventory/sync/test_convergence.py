@@ -325,3 +325,33 @@ def test_sigterm_flag_stops_after_the_current_batch(server, client_factory) -> N
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert state_of("Node").watcher == ""
+
+
+def test_a_failed_watch_list_write_closes_its_stream(server, watchers, monkeypatch) -> None:
+    """The database refusing the state a watch list sent (here twice) closes that stream and its
+    reader before the retry: no reader thread is left behind, and the retry converges."""
+    import threading
+
+    from django.db import OperationalError
+
+    from inventory.kube.watch import loop as watch_loop
+
+    populate(server)
+    # Readers other tests left running are not this test's concern.
+    before = set(threading.enumerate())
+    failures = [0]
+    original = watch_loop.replace_all
+
+    def refusing(kind, pairs, **options):
+        if kind == "Node" and failures[0] < 2:
+            failures[0] += 1
+            raise OperationalError("database is down")
+        return original(kind, pairs, **options)
+
+    monkeypatch.setattr(watch_loop, "replace_all", refusing)
+    watchers.start("Node")
+    wait_converged(server, "Node")
+    assert failures[0] == 2
+    assert any(r.query.get("sendInitialEvents") == "true" for r in server.requests)
+    readers = [t for t in threading.enumerate() if t.name == "watch-read:Node" and t not in before]
+    assert len(readers) <= 1  # the live stream's, unless it is reconnecting just now
