@@ -27,7 +27,7 @@ stored), else every reservation would look leaked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -127,10 +127,6 @@ def unreserved_since(claim: ResourceClaim) -> tuple[datetime | None, str]:
     return None, "unknown"
 
 
-def _devices(claim: ResourceClaim) -> tuple[str, ...]:
-    return tuple(entry.key for entry in claim.allocated_devices.all())
-
-
 def pods_known() -> bool:
     """Whether the stored pods can be trusted to say that a pod does not exist."""
     listed = SyncState.objects.filter(
@@ -159,101 +155,126 @@ def _pod_finished_at(pod: Pod) -> tuple[datetime | None, str]:
 
 
 def find_leaks(*, now: datetime | None = None) -> list[Leak]:
-    """Every leak of the synced state, sorted by kind, namespace and claim."""
+    """Every leak of the synced state, sorted by kind, namespace and claim.
+
+    Reads only the columns each check needs: at 1,000 nodes, decoding every claim's and pod's
+    stored objects to find a few dozen leaks took seconds.
+    """
     now = now or timezone.now()
-    leaks: list[Leak] = []
+    found: list[tuple[Leak, int]] = []
     threshold = settings.LEAK_UNRESERVED_SECONDS
-    allocated = (
-        ResourceClaim.objects.exclude(state=ClaimState.PENDING)
-        .filter(allocated_count__gt=0)
-        .prefetch_related("allocated_devices")
+    allocated = ResourceClaim.objects.exclude(state=ClaimState.PENDING).filter(
+        allocated_count__gt=0
     )
     unreserved = allocated.exclude(Exists(Reservation.objects.filter(claim=OuterRef("pk"))))
-    for claim in unreserved:
+    for claim in unreserved.only("pk", "namespace", "name", "created_at", "raw", "obj"):
         since, source = unreserved_since(claim)
         if since is not None and (now - since).total_seconds() < threshold:
             continue
-        leaks.append(
-            Leak(
-                kind="unreserved",
-                namespace=claim.namespace,
-                claim=claim.name,
-                detail=f"allocated, reserved for nobody for over {threshold} s",
-                since=since,
-                since_source=source,
-                devices=_devices(claim),
-            )
+        leak = Leak(
+            kind="unreserved",
+            namespace=claim.namespace,
+            claim=claim.name,
+            detail=f"allocated, reserved for nobody for over {threshold} s",
+            since=since,
+            since_source=source,
         )
+        found.append((leak, claim.pk))
     if pods_known():
-        leaks.extend(_reservation_leaks())
-        leaks.extend(_owner_leaks())
+        found.extend(_reservation_leaks())
+        found.extend(_owner_leaks())
+    leaks = _with_devices(found)
     leaks.extend(_pool_leaks())
     return sorted(leaks, key=lambda leak: (KINDS.index(leak.kind), leak.namespace, leak.claim))
 
 
-def _reservation_leaks() -> Iterable[Leak]:
-    reservations = Reservation.objects.filter(resource="pods", api_group="").select_related("claim")
-    rows = list(reservations)
-    wanted = {(r.claim.namespace, r.name) for r in rows}
+def _with_devices(found: list[tuple[Leak, int]]) -> list[Leak]:
+    """The leaks with the devices their claims hold, read in one query."""
+    held: dict[int, list[str]] = {}
+    claim_ids = sorted({claim_id for _, claim_id in found})
+    for part in range(0, len(claim_ids), 500):
+        entries = AllocatedDevice.objects.filter(claim_id__in=claim_ids[part : part + 500])
+        for claim_id, driver, pool, device in entries.order_by("pk").values_list(
+            "claim_id", "driver", "pool", "device"
+        ):
+            held.setdefault(claim_id, []).append(f"{driver}/{pool}/{device}")
+    return [replace(leak, devices=tuple(held.get(claim_id, ()))) for leak, claim_id in found]
+
+
+def _reservation_leaks() -> Iterable[tuple[Leak, int]]:
+    rows = list(
+        Reservation.objects.filter(resource="pods", api_group="").values_list(
+            "claim_id", "claim__namespace", "claim__name", "name", "consumer_uid"
+        )
+    )
+    wanted = {(namespace, name) for _, namespace, _, name, _ in rows}
     pods = {
-        (pod.namespace, pod.name): pod
-        for pod in Pod.objects.filter(
+        (namespace, name): (pk, uid, phase)
+        for pk, namespace, name, uid, phase in Pod.objects.filter(
             namespace__in={ns for ns, _ in wanted}, name__in={name for _, name in wanted}
-        ).only("pk", "namespace", "name", "uid", "phase", "obj")
+        ).values_list("pk", "namespace", "name", "uid", "phase")
     }
-    for reservation in rows:
-        claim = reservation.claim
-        pod = pods.get((claim.namespace, reservation.name))
-        if pod is None or (reservation.consumer_uid and pod.uid != reservation.consumer_uid):
-            yield Leak(
+    for claim_id, namespace, claim_name, pod_name, consumer_uid in rows:
+        pod = pods.get((namespace, pod_name))
+        if pod is None or (consumer_uid and pod[1] != consumer_uid):
+            leak = Leak(
                 kind="reserved-for-missing-pod",
-                namespace=claim.namespace,
-                claim=claim.name,
-                detail=f"reserved for pod {reservation.name} (uid {reservation.consumer_uid}), "
-                "which no longer exists",
+                namespace=namespace,
+                claim=claim_name,
+                detail=f"reserved for pod {pod_name} (uid {consumer_uid}), which no longer exists",
                 since=None,
                 since_source="unknown (pod deletions are not recorded)",
-                devices=_devices(claim),
             )
-        elif pod.phase in FINISHED_PHASES:
-            since, source = _pod_finished_at(pod)
-            yield Leak(
+            yield leak, claim_id
+        elif pod[2] in FINISHED_PHASES:
+            # Few pods have finished while still holding a claim: their objects are read alone.
+            finished = Pod.objects.only("pk", "name", "phase", "obj").get(pk=pod[0])
+            since, source = _pod_finished_at(finished)
+            leak = Leak(
                 kind="reserved-for-finished-pod",
-                namespace=claim.namespace,
-                claim=claim.name,
-                detail=f"reserved for pod {pod.name}, which has {pod.phase.lower()}",
+                namespace=namespace,
+                claim=claim_name,
+                detail=f"reserved for pod {pod_name}, which has {pod[2].lower()}",
                 since=since,
                 since_source=source,
-                devices=_devices(claim),
             )
+            yield leak, claim_id
 
 
-def _owner_leaks() -> Iterable[Leak]:
-    owned = ResourceClaim.objects.exclude(owner_pod="").prefetch_related("allocated_devices")
-    claims = list(owned)
+def _owner_leaks() -> Iterable[tuple[Leak, int]]:
+    # The owner references alone, extracted by the database, not whole stored objects.
+    owned = list(
+        ResourceClaim.objects.exclude(owner_pod="").values_list(
+            "pk",
+            "namespace",
+            "name",
+            "raw__metadata__ownerReferences",
+            "raw__metadata__deletionTimestamp",
+        )
+    )
     uids = set(Pod.objects.values_list("uid", flat=True))
-    for claim in claims:
+    for pk, namespace, name, references, deletion in owned:
         owners = [
             ref
-            for ref in _meta(claim).get("ownerReferences") or []
+            for ref in (references if isinstance(references, list) else [])
             if isinstance(ref, Mapping) and ref.get("kind") == "Pod"
         ]
         gone = [ref for ref in owners if str(ref.get("uid", "")) not in uids]
         if not gone:
             continue
-        deleting = _time(_meta(claim).get("deletionTimestamp"))
-        yield Leak(
+        deleting = _time(deletion)
+        leak = Leak(
             kind="owner-pod-gone",
-            namespace=claim.namespace,
-            claim=claim.name,
+            namespace=namespace,
+            claim=name,
             detail=f"owned by pod {gone[0].get('name')} (uid {gone[0].get('uid')}), which no "
             "longer exists",
             since=deleting,
             since_source="deletionTimestamp"
             if deleting
             else "unknown (pod deletions are not recorded)",
-            devices=_devices(claim),
         )
+        yield leak, pk
 
 
 def _pool_leaks() -> Iterable[Leak]:
@@ -263,6 +284,7 @@ def _pool_leaks() -> Iterable[Leak]:
     orphans = (
         AllocatedDevice.objects.exclude(Exists(present))
         .select_related("claim")
+        .only("claim_id", "driver", "pool", "device", "claim__namespace", "claim__name")
         .order_by("claim__namespace", "claim__name", "driver", "pool", "device")
     )
     by_claim: dict[int, list[AllocatedDevice]] = {}

@@ -164,6 +164,26 @@ def test_since_comes_from_the_stored_times(leaky) -> None:
     assert leaks["device-in-missing-pool"].since is None
 
 
+def test_owner_leak_since_its_deletion_and_devices_of_each_leak(leaky) -> None:
+    """An orphaned claim already being deleted counts from its deletionTimestamp; every leak
+    lists the devices its claim holds."""
+    orphan = ResourceClaim.objects.get(name="orphan-gpu-abc12")
+    raw = dict(orphan.raw)
+    raw["metadata"] = {
+        **raw["metadata"],
+        "deletionTimestamp": _stamp(NOW - timedelta(minutes=30)),
+        "resourceVersion": "999999",
+    }
+    apply_events("ResourceClaim", [("MODIFIED", raw)])
+    leaks = {leak.kind: leak for leak in find_leaks(now=NOW)}
+    owner = leaks["owner-pod-gone"]
+    assert (owner.since, owner.since_source) == (NOW - timedelta(minutes=30), "deletionTimestamp")
+    for kind in ("unreserved", "reserved-for-missing-pod", "device-in-missing-pool"):
+        stored = ResourceClaim.objects.get(name=leaks[kind].claim)
+        expected = tuple(entry.key for entry in stored.allocated_devices.all())
+        assert expected and leaks[kind].devices == expected
+
+
 def test_threshold_setting_decides_unreserved(leaky, settings) -> None:
     """A lower DASHBOARD_LEAK_UNRESERVED_SECONDS also reports the claim released 5 minutes ago."""
     settings.LEAK_UNRESERVED_SECONDS = 60
