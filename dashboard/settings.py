@@ -40,6 +40,9 @@ TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES")
 # HTTP request bodies over this are refused with 413 before they are read (what-if input and
 # snapshot imports must fit). Django's own in-memory cap for form data follows it.
 MAX_REQUEST_BYTES = env_int("MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
+# Snapshot files an operator imports (`manage.py import_snapshot`): a 5,000-node cluster's JSON
+# is about 120 MB, past the 64 MiB that bounds input from the network.
+IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 512 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 # Failed sign-ins per (username, client address) before that pair is locked out, and for how long.
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from django.conf import settings
 from django.db import transaction
 
 from dashboard.gcpause import gc_paused
 from inventory.kube.documents import (
-    MAX_INPUT_BYTES,
+    DEFAULT_LIMITS,
+    MAX_NODES,
     DocumentError,
+    Limits,
     dump_yaml,
     list_items,
     load_documents,
@@ -79,10 +82,24 @@ class ImportReport:
         return text
 
 
-def _objects(name: str, text: str | bytes) -> Iterator[tuple[str, Any]]:
+def import_limits() -> Limits:
+    """Bounds on snapshot files: DASHBOARD_IMPORT_MAX_BYTES, and values in proportion.
+
+    An imported file comes from the operator, not from the network, so its bound is the
+    setting's; the other bounds stay those of any input (depth, documents). A value takes at
+    least a few bytes of JSON or YAML (aliases are refused), so a bound on values of an eighth
+    of the bytes never refuses a file the size bound admits.
+    """
+    max_bytes = settings.IMPORT_MAX_BYTES
+    return Limits(max_bytes=max_bytes, max_nodes=max(MAX_NODES, max_bytes // 8))
+
+
+def _objects(
+    name: str, text: str | bytes, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[tuple[str, Any]]:
     """(where, object) for every object of one input, parsed one document at a time."""
     try:
-        for document in load_documents(text, source=name):
+        for document in load_documents(text, source=name, limits=limits):
             where = f"{name} document {document.index}"
             try:
                 for path, item in list_items(document.value):
@@ -111,7 +128,10 @@ def with_uid(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def parse_texts(
-    sources: Iterable[tuple[str, str | bytes]], report: ImportReport
+    sources: Iterable[tuple[str, str | bytes]],
+    report: ImportReport,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> list[ParsedObject]:
     """Parse and normalize every object; raise SnapshotError listing the first problems."""
 
@@ -121,7 +141,7 @@ def parse_texts(
     first_seen: dict[tuple[str, str, str], str] = {}
     uids: dict[str, str] = {}
     for name, text in sources:
-        for where, item in _objects(name, text):
+        for where, item in _objects(name, text, limits):
             if not isinstance(item, Mapping):
                 errors.append(f"{where}: expected an object, got {type(item).__name__}")
                 continue
@@ -169,14 +189,17 @@ def parse_texts(
 
 
 def import_texts(
-    sources: Iterable[tuple[str, str | bytes]], *, merge: bool = False
+    sources: Iterable[tuple[str, str | bytes]],
+    *,
+    merge: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ImportReport:
     """Import objects from (name, text) pairs in one transaction."""
     report = ImportReport()
     # The whole snapshot is in memory until written; collections walking it cost seconds.
     with gc_paused():
         by_kind: dict[str, list[ParsedObject]] = defaultdict(list)
-        for item in parse_texts(sources, report):
+        for item in parse_texts(sources, report, limits=limits):
             by_kind[item.obj["kind"]].append(item)
         _write(by_kind, report, merge=merge)
     return report
@@ -224,10 +247,12 @@ def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportR
         path = Path(path)
         try:
             # Refuse an oversized file before reading it; decoding errors come with a line.
-            if path.stat().st_size > MAX_INPUT_BYTES:
+            limit = settings.IMPORT_MAX_BYTES
+            if path.stat().st_size > limit:
                 size = path.stat().st_size
                 raise DocumentError(
-                    f"file is {size} bytes, more than the limit of {MAX_INPUT_BYTES}",
+                    f"file is {size} bytes, more than the limit of {limit} "
+                    "(DASHBOARD_IMPORT_MAX_BYTES)",
                     source=str(path),
                 )
             sources.append((str(path), path.read_bytes()))
@@ -235,7 +260,7 @@ def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportR
             raise SnapshotError(str(exc)) from exc
         except OSError as exc:
             raise SnapshotError(f"{path}: cannot read: {exc}") from exc
-    return import_texts(sources, merge=merge)
+    return import_texts(sources, merge=merge, limits=import_limits())
 
 
 def export_objects() -> list[JSON]:

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from claims.models import Pod, ResourceClaim
-from inventory.kube.documents import stable_uid
+from inventory.kube.documents import DEFAULT_LIMITS, stable_uid
 from inventory.models import DeviceClass, ResourceSlice
-from inventory.snapshot import SnapshotError, import_files, import_texts
+from inventory.snapshot import SnapshotError, import_files, import_limits, import_texts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "snapshot"
 
@@ -77,13 +77,28 @@ def test_invalid_utf8_file_names_the_line(tmp_path):
 
 
 @pytest.mark.django_db
-def test_oversized_file_is_refused_before_reading(tmp_path, monkeypatch):
-    """A file over the input bound is refused from its size alone."""
-    monkeypatch.setattr("inventory.snapshot.MAX_INPUT_BYTES", 100)
+def test_oversized_file_is_refused_before_reading(tmp_path, settings):
+    """A file over DASHBOARD_IMPORT_MAX_BYTES is refused from its size alone, naming the
+    setting; the same bound holds for the text parsed."""
+    settings.IMPORT_MAX_BYTES = 100
     path = tmp_path / "big.yaml"
     path.write_text("# " + "x" * 200 + "\n")
-    with pytest.raises(SnapshotError, match="big.yaml: file is 203 bytes, more than the limit"):
+    with pytest.raises(
+        SnapshotError,
+        match=r"big.yaml: file is 203 bytes, more than the limit of 100 \(DASHBOARD_IMPORT_MAX",
+    ):
         import_files([path])
+    with pytest.raises(SnapshotError, match="more than the limit"):
+        import_texts([("big.yaml", path.read_text())], limits=import_limits())
+
+
+def test_import_bound_is_the_operators_not_the_networks(settings):
+    """Snapshots of large clusters (a 5,000-node demo is 123 MB of JSON) pass the default
+    import bound, which the 64 MiB bound on network input would refuse; values scale with it."""
+    assert import_limits().max_bytes == settings.IMPORT_MAX_BYTES >= 256 * 2**20
+    assert import_limits().max_bytes > DEFAULT_LIMITS.max_bytes
+    settings.IMPORT_MAX_BYTES = 2**30
+    assert import_limits().max_nodes == 2**30 // 8
 
 
 @pytest.mark.django_db
