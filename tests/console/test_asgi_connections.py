@@ -8,43 +8,14 @@ import asyncio
 import pytest
 from django.db import connection
 
+from tests.asgi import asgi_request
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def _get(app, path: str) -> int:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-    messages: list[dict] = []
-    done = asyncio.Event()
-    sent = False
-
-    async def receive() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        messages.append(message)
-        if message["type"] == "http.response.body" and not message.get("more_body"):
-            done.set()
-
-    await app(scope, receive, send)
-    return next(m["status"] for m in messages if m["type"] == "http.response.start")
+async def _get_status(app) -> int:
+    status, _ = await asgi_request(app, "GET", "/readyz")
+    return status
 
 
 def _sessions() -> int:
@@ -69,7 +40,7 @@ def test_requests_leave_no_database_connection_open(settings) -> None:
     async def rounds() -> list[int]:
         statuses: list[int] = []
         for _ in range(3):
-            statuses += await asyncio.gather(*(_get(application, "/readyz") for _ in range(40)))
+            statuses += await asyncio.gather(*(_get_status(application) for _ in range(40)))
         return statuses
 
     statuses = asyncio.run(rounds())

@@ -19,6 +19,7 @@ from django.test import Client
 from console.asgi import application
 from dashboard.env import ConfigError, env_networks, env_str
 from dashboard.security import ProxyHeaders, parse_networks
+from tests.asgi import http_scope as asgi_scope
 
 MIB = 1024 * 1024
 TEMPLATES = Path(settings.BASE_DIR) / "templates"
@@ -31,20 +32,7 @@ def http_scope(
     headers: list[tuple[bytes, bytes]] = (),  # type: ignore[assignment]
     client: str = "127.0.0.1",
 ) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"localhost"), *headers],
-        "client": [client, 40000],
-        "server": ["127.0.0.1", 8000],
-    }
+    return asgi_scope(path, method=method, headers=list(headers), host=b"localhost", client=client)
 
 
 class Body:

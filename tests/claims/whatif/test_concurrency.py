@@ -26,6 +26,7 @@ from django.test import Client
 
 from claims.whatif.service import forget_simulations, what_if
 from claims.whatif.state import forget_cluster_state, forget_selector_caches
+from tests.asgi import asgi_request
 from tests.claims.whatif.helpers import URL, claim_yaml
 
 THREADS = 8
@@ -203,47 +204,19 @@ def _asgi_post(app: Any, body: bytes, *, cookies: str, csrf: str) -> Any:
     """POST body to the what-if endpoint through the ASGI application; (status, parsed body)."""
 
     async def call() -> tuple[int, Any]:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": URL,
-            "raw_path": URL.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [
-                (b"host", b"testserver"),
+        status, content = await asgi_request(
+            app,
+            "POST",
+            URL,
+            body=body,
+            headers=[
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"cookie", cookies.encode()),
                 (b"x-csrftoken", csrf.encode()),
             ],
-            "client": ("127.0.0.1", 50000),
-            "server": ("testserver", 80),
-        }
-        sent = False
-        done = asyncio.Event()
-        messages: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            messages.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        await app(scope, receive, send)
-        start = next(m for m in messages if m["type"] == "http.response.start")
-        content = b"".join(m.get("body", b"") for m in messages if m["type"].endswith("body"))
-        return start["status"], json.loads(content)
+        )
+        return status, json.loads(content)
 
     return call()
 
