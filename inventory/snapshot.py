@@ -13,7 +13,7 @@ Hand-written objects without `metadata.uid` get one derived from kind, namespace
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,7 @@ from inventory.kube.documents import (
     stable_uid,
 )
 from inventory.kube.normalize import NormalizeError, normalize
-from inventory.sync import HANDLERS, BatchResult, replace_all, upsert_events
+from inventory.sync import HANDLERS, BatchResult, handed_over, replace_all, upsert_events
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
 # not track: reported, not rejected.
@@ -205,22 +205,13 @@ def import_texts(
     return report
 
 
-def _handed_over(items: list[ParsedObject]) -> Iterator[tuple[JSON, JSON]]:
-    # Emptying the list as it goes lets each object be freed once its segment is written.
-    queue = deque(items)
-    items.clear()
-    while queue:
-        item = queue.popleft()
-        yield item.raw, item.obj
-
-
 def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merge: bool) -> None:
     # Inventory first, so claims and pods land on a complete picture within the same commit.
     order = [kind for kind in HANDLERS if kind in by_kind]
     with transaction.atomic():
         for kind in order:
             count = len(by_kind[kind])
-            pairs = _handed_over(by_kind[kind])
+            pairs = ((p.raw, p.obj) for p in handed_over(by_kind[kind]))
             if merge:
                 batch = upsert_events(kind, pairs)
             else:

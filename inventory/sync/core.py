@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -244,6 +244,17 @@ def record_skip(kind: str, raw: Any, exc: BaseException, result: BatchResult) ->
     )
     result.skipped.append(str(exc))
     log.warning("skipped %s %s/%s: %s", kind, namespace, name, exc)
+
+
+def handed_over(items: list[Any]) -> Iterator[Any]:
+    """Yield a list's items while emptying it, so each can be freed once it is written.
+
+    A relist or an import of thousands of objects would otherwise keep every one to the end.
+    """
+    queue = deque(items)
+    items.clear()
+    while queue:
+        yield queue.popleft()
 
 
 def chunks(values: list[Any], size: int = 500) -> list[list[Any]]:

@@ -25,8 +25,7 @@ import logging
 import random
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +42,7 @@ from inventory.kube.watch.batching import (
     batch_events,
     initial_events,
 )
-from inventory.sync import apply_events, replace_all
+from inventory.sync import apply_events, handed_over, replace_all
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +380,7 @@ class KindWatcher:
         close_old_connections()
         count = len(items)
         with state.write_guard(), transaction.atomic():
-            replace_all(self.kind, _handed_over(items))
+            replace_all(self.kind, ((raw, None) for raw in handed_over(items)))
             state.record_list(
                 self.kind,
                 watcher=self.identity,
@@ -498,14 +497,3 @@ class KindWatcher:
             return
         state.heartbeat(self.kind, watcher=self.identity, rate=self.rate.add(0))
         self._last_beat = time.monotonic()
-
-
-def _handed_over(items: list[JSON]) -> Iterator[tuple[JSON, None]]:
-    """Yield a list's objects while emptying it, so each can be freed once it is written.
-
-    A relist of thousands of objects would otherwise keep every raw object until the end.
-    """
-    queue = deque(items)
-    items.clear()
-    while queue:
-        yield queue.popleft(), None
