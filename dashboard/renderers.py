@@ -22,6 +22,11 @@ _Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 class _Dumper(_Base):  # type: ignore[misc]
     """Block-style YAML that keeps key order, as `kubectl get -o yaml` prints."""
 
+    def ignore_aliases(self, data: Any) -> bool:
+        # No `&id001`/`*id001` for a value met twice: the dashboard's readers refuse anchors, and
+        # YAML copied from here must paste back into the what-if.
+        return True
+
 
 def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None

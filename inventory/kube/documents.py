@@ -40,7 +40,20 @@ MAX_DOCUMENTS = 100_000
 
 # CSafeLoader/CSafeDumper are PyYAML's libyaml bindings; absent when PyYAML was built without it.
 _Parser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class SafeDumper(_BaseDumper):  # type: ignore[misc]
+    """PyYAML's safe dumper that writes a value out each time it occurs.
+
+    PyYAML's own emits `&id001` and `*id001` for a dict or list met twice (the demo generator
+    shares attribute maps between devices); the reader here refuses anchors (billion laughs), so
+    without this the dashboard could not read back the YAML it wrote.
+    """
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A JSON escape that may decode to a surrogate (an escaped backslash before `u` also matches:
@@ -282,10 +295,11 @@ def _check_text(text: str, *, source: str) -> None:
 
 
 class _Loader(_Parser):  # type: ignore[misc]
-    """libyaml's (or PyYAML's) event parser with a bounded composer of our own.
+    """libyaml's (or PyYAML's) event parser with a bounded builder of our own.
 
-    Replaces the composer's entry points (`check_node`, `get_node`), so neither libyaml's C
-    composer (unbounded recursion) nor PyYAML's (aliases) ever runs.
+    `documents()` builds each document's value straight from the parser's events: no node tree
+    and no constructor pass, which halves the time of a large snapshot. Neither libyaml's C
+    composer (unbounded recursion) nor PyYAML's (aliases) ever runs: their entry points refuse.
     """
 
     parser: Any = _Parser
@@ -297,39 +311,40 @@ class _Loader(_Parser):  # type: ignore[misc]
         self.nodes = 0
         self.document_index = 0
         self.document_line = 0
+        # Plain scalars that may resolve to something other than a string (their first letter
+        # starts a YAML 1.1 null, bool, number or timestamp), resolved once per distinct text.
+        self.resolved: dict[str, Any] = {}
+        self.may_resolve = frozenset(self.yaml_implicit_resolvers)
+        # A surrogate can only come from the text itself or from an escape sequence.
+        self.check_surrogates = bool(_SURROGATE.search(text)) or "\\" in text
+
+    def check_node(self) -> bool:
+        raise TypeError("read documents with documents(): the node composers are not bounded")
+
+    get_node = get_single_node = check_node
 
     def fail(self, reason: str, event: Any) -> DocumentError:
         mark = getattr(event, "start_mark", None)
         line = mark.line + 1 if mark is not None else None
         return DocumentError(reason, source=self.source, document=self.document_index, line=line)
 
-    def check_node(self) -> bool:
-        if self.check_event(yaml.StreamStartEvent):
-            self.get_event()
-        return not self.check_event(yaml.StreamEndEvent)
+    def documents(self) -> Iterator[Document]:
+        get_event = self.get_event
+        get_event()  # StreamStartEvent
+        while True:
+            start = get_event()
+            if type(start) is yaml.StreamEndEvent:
+                return
+            self.document_index += 1
+            if self.document_index > self.limits.max_documents:
+                raise self.fail(f"more than {self.limits.max_documents} documents", start)
+            self.document_line = start.start_mark.line + 1 if start.start_mark else 0
+            value = self._value(get_event(), 1)
+            get_event()  # DocumentEndEvent
+            if value is not None:
+                yield Document(self.document_index, self.document_line, value)
 
-    def get_node(self) -> Any:
-        if self.check_event(yaml.StreamEndEvent):
-            return None
-        start = self.get_event()
-        self.document_index += 1
-        if self.document_index > self.limits.max_documents:
-            raise self.fail(f"more than {self.limits.max_documents} documents", start)
-        self.document_line = start.start_mark.line + 1 if start.start_mark else 0
-        node = self._compose(depth=1)
-        self.get_event()
-        return node
-
-    def get_single_node(self) -> Any:
-        self.check_node()
-        return self.get_node()
-
-    def _compose(self, *, depth: int) -> Any:
-        event = self.get_event()
-        if isinstance(event, yaml.AliasEvent):
-            raise self.fail(
-                f"YAML alias *{event.anchor} is not supported: write the value out", event
-            )
+    def _count(self, event: Any) -> None:
         if getattr(event, "anchor", None) is not None:
             raise self.fail(
                 f"YAML anchor &{event.anchor} is not supported: write the value out", event
@@ -337,41 +352,77 @@ class _Loader(_Parser):  # type: ignore[misc]
         self.nodes += 1
         if self.nodes > self.limits.max_nodes:
             raise self.fail(f"more than {self.limits.max_nodes} values", event)
-        if isinstance(event, yaml.ScalarEvent):
+
+    def _value(self, event: Any, depth: int) -> Any:
+        kind = type(event)
+        if kind is yaml.AliasEvent:
+            raise self.fail(
+                f"YAML alias *{event.anchor} is not supported: write the value out", event
+            )
+        self._count(event)
+        if kind is yaml.ScalarEvent:
             return self._scalar(event)
         if depth > self.limits.max_depth:
             raise self.fail(f"nested deeper than {self.limits.max_depth} levels", event)
-        if isinstance(event, yaml.SequenceStartEvent):
-            tag = self._collection_tag(event, yaml.SequenceNode, _SEQ_TAG)
-            items = []
-            while not self.check_event(yaml.SequenceEndEvent):
-                items.append(self._compose(depth=depth + 1))
-            end = self.get_event()
-            return yaml.SequenceNode(
-                tag, items, event.start_mark, end.end_mark, flow_style=event.flow_style
-            )
-        if isinstance(event, yaml.MappingStartEvent):
-            tag = self._collection_tag(event, yaml.MappingNode, _MAP_TAG)
-            pairs = []
-            seen: set[str] = set()
-            while not self.check_event(yaml.MappingEndEvent):
-                key_event = self.peek_event()
-                key = self._compose(depth=depth + 1)
-                if not isinstance(key, yaml.ScalarNode):
-                    raise self.fail("a mapping key must be a string", key_event)
-                # Kubernetes reads YAML as JSON: every key is a string (`1: a` has key "1").
-                key.tag = _STR_TAG
-                if key.value in seen:
-                    raise self.fail(f"duplicate key {key.value!r}", key_event)
-                seen.add(key.value)
-                pairs.append((key, self._compose(depth=depth + 1)))
-            end = self.get_event()
-            return yaml.MappingNode(
-                tag, pairs, event.start_mark, end.end_mark, flow_style=event.flow_style
-            )
-        raise self.fail(f"unexpected YAML event {type(event).__name__}", event)
+        get_event = self.get_event
+        if kind is yaml.SequenceStartEvent:
+            self._collection_tag(event, yaml.SequenceNode, _SEQ_TAG)
+            items: list[Any] = []
+            while True:
+                item = get_event()
+                if type(item) is yaml.SequenceEndEvent:
+                    return items
+                items.append(self._value(item, depth + 1))
+        if kind is yaml.MappingStartEvent:
+            self._collection_tag(event, yaml.MappingNode, _MAP_TAG)
+            mapping: dict[str, Any] = {}
+            while True:
+                key_event = get_event()
+                if type(key_event) is yaml.MappingEndEvent:
+                    return mapping
+                key = self._key(key_event, depth + 1)
+                if key in mapping:
+                    raise self.fail(f"duplicate key {key!r}", key_event)
+                mapping[key] = self._value(get_event(), depth + 1)
+        raise self.fail(f"unexpected YAML event {kind.__name__}", event)
+
+    def _key(self, event: Any, depth: int) -> str:
+        if type(event) is not yaml.ScalarEvent:
+            if type(event) is yaml.AliasEvent:
+                self._value(event, depth)  # raises the alias error
+            self._count(event)
+            if depth > self.limits.max_depth:
+                raise self.fail(f"nested deeper than {self.limits.max_depth} levels", event)
+            raise self.fail("a mapping key must be a string", event)
+        self._count(event)
+        # Kubernetes reads YAML as JSON: every key is a string (`1: a` has key "1"); the scalar is
+        # still checked as a value would be (`.inf: a` is refused).
+        self._scalar(event)
+        return str(event.value)
 
     def _scalar(self, event: Any) -> Any:
+        value: str = event.value
+        if self.check_surrogates:
+            found = _SURROGATE.search(value)
+            if found:
+                raise self.fail(
+                    f"not valid Unicode: lone surrogate U+{ord(found.group()):04X}", event
+                )
+        if event.tag is None:
+            if not event.implicit[0]:
+                return value  # quoted: always a string
+            if value[:1] not in self.may_resolve:
+                return value
+            known = self.resolved.get(value, _UNRESOLVED)
+            if known is not _UNRESOLVED:
+                return known
+            result = self._resolve_scalar(event)
+            if len(self.resolved) < _RESOLVED_CACHE_SIZE:
+                self.resolved[value] = result
+            return result
+        return self._resolve_scalar(event)
+
+    def _resolve_scalar(self, event: Any) -> Any:
         tag = event.tag
         if tag is None or tag == "!":
             tag = self.resolve(yaml.ScalarNode, event.value, event.implicit)
@@ -381,10 +432,10 @@ class _Loader(_Parser):  # type: ignore[misc]
             raise self.fail(f"YAML tag {tag} has no JSON meaning", event)
         if tag == _FLOAT_TAG and _NOT_FINITE.match(event.value):
             raise self.fail(f"{event.value} is not a JSON number", event)
-        found = _SURROGATE.search(event.value)
-        if found:
-            raise self.fail(f"not valid Unicode: lone surrogate U+{ord(found.group()):04X}", event)
-        return yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        if tag == _STR_TAG:
+            return event.value
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        return self.yaml_constructors[tag](self, node)
 
     def _collection_tag(self, event: Any, kind: type[Any], expected: str) -> str:
         tag = event.tag
@@ -393,6 +444,10 @@ class _Loader(_Parser):  # type: ignore[misc]
         if tag != expected:
             raise self.fail(f"YAML tag {tag} has no JSON meaning", event)
         return str(tag)
+
+
+_UNRESOLVED = object()
+_RESOLVED_CACHE_SIZE = 100_000
 
 
 # The same composer over PyYAML's pure-Python parser, as used where libyaml is missing.
@@ -412,10 +467,7 @@ def _load_yaml(
 ) -> Iterator[Document]:
     loader = loader_class(text, source=source, limits=limits)
     try:
-        while loader.check_data():
-            value = loader.get_data()
-            if value is not None:
-                yield Document(loader.document_index, loader.document_line, value)
+        yield from loader.documents()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -19,6 +19,7 @@ from claims.allocator.quantity import Quantity
 from demo.catalog import ADMIN_CLAIM_SPEC, ADMIN_TEMPLATE, CLAIM_SPECS, DemoError
 from demo.churn import DemoChurn
 from demo.generator import generate_demo_cluster
+from inventory.kube.documents import load_documents
 
 NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
 WITH_GENERATION = {
@@ -456,3 +457,7 @@ def test_command_writes_a_list(tmp_path: Any) -> None:
     call_command("generate_demo_cluster", nodes=3, seed=9, output=str(yaml_path), format="yaml")
     documents = list(yaml.safe_load_all(yaml_path.read_text()))
     assert documents == listed["items"]
+    # The generator shares attribute maps between devices; the file must still be one the
+    # dashboard's own reader takes (it refuses anchors), not only PyYAML's.
+    read_back = [document.value for document in load_documents(yaml_path.read_text())]
+    assert read_back == listed["items"]

@@ -11,8 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from demo.catalog import DemoError
 from demo.generator import generate_demo_cluster
-
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+from inventory.kube.documents import SafeDumper
 
 
 def write_objects(out: IO[str], objects: list[dict[str, Any]], *, fmt: str) -> None:
@@ -27,7 +26,9 @@ def write_objects(out: IO[str], objects: list[dict[str, Any]], *, fmt: str) -> N
         json.dump(listed, out, indent=2)
         out.write("\n")
     else:
-        yaml.dump_all(objects, out, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+        # The generator shares attribute maps between devices: SafeDumper writes them out each time
+        # (no anchors), so the dashboard's own import reads the file back.
+        yaml.dump_all(objects, out, Dumper=SafeDumper, sort_keys=False, default_flow_style=False)
 
 
 class Command(BaseCommand):

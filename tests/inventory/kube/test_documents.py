@@ -64,6 +64,52 @@ def test_scalars_read_as_kubernetes_reads_them(loader: Any) -> None:
     assert value == [{"t": "2025-10-02T08:30:00Z", "1": "one", "n": [1, 2.5, True, None]}]
 
 
+class _TimestampsAsText(yaml.SafeLoader):
+    """PyYAML's safe loader with timestamps kept as text, as the dashboard reads them."""
+
+
+_TimestampsAsText.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+SCALAR_ZOO = """\
+plain: [yes, no, on, off, y, n, true, False, TRUE, ~, null, Null, "", '']
+numbers: [0, -1, +7, 1_000, 0x1F, 0o17, 017, 0b101, 190:20:30, 1.5e3, .5, -2.5, 6.8523015e+5]
+strings: [gpu-0, nvidia.com/gpu, "1", '2.5', "true", "=", t0, 0.0.1, 1.2.3-rc.1, 2001-12-14, 08]
+tagged: [!!str 12, !!int "12", !!float "1", !!bool "true", !!null "", ! 12, ! "x"]
+repeated: [1, 1, true, true, on, on, 0x10, 0x10, "1", "1"]
+folded: >
+  a
+  b
+literal: |
+  x: 1
+"1": key-is-text
+2.5: float-key
+true: bool-key
+null: null-key
+nested: {a: [1, {b: [yes, "no"]}], c: {}}
+"""
+
+
+@LOADERS
+def test_values_equal_pyyaml_safe_load(loader: Any) -> None:
+    """Built straight from events, every scalar reads as PyYAML's safe loader reads it.
+
+    Plain scalars are resolved once per distinct text, so repeats are in the input too.
+    Keys are the one difference: Kubernetes makes every key a string.
+    """
+    expected = yaml.load(SCALAR_ZOO, Loader=_TimestampsAsText)
+    as_text = {True: "true", None: "null"}
+    expected = {as_text.get(key, str(key)): value for key, value in expected.items()}
+    assert _values(SCALAR_ZOO, loader_class=loader) == [expected]
+    value = _values(SCALAR_ZOO, loader_class=loader)[0]
+    assert [type(item) for item in value["repeated"]] == [int, int, bool, bool, bool, bool] + [
+        int,
+        int,
+        str,
+        str,
+    ]
+    assert list(value)[-5:] == ["1", "2.5", "true", "null", "nested"]
+
+
 def test_json_is_parsed_as_json() -> None:
     """A JSON document goes through json.loads; flow-style YAML still parses as YAML."""
     assert _values('{"kind": "List", "items": []}') == [{"kind": "List", "items": []}]
@@ -245,6 +291,15 @@ def test_dump_yaml_round_trips_in_block_style() -> None:
     out = io.StringIO()
     dump_yaml(data, out)
     assert yaml.safe_load(out.getvalue()) == data
+
+
+def test_dump_yaml_writes_shared_values_out_so_the_reader_takes_them() -> None:
+    """A map met twice is written twice, not as `&id001`/`*id001` the reader would refuse."""
+    attributes = {"model": {"string": "A100"}}
+    devices = [{"name": f"gpu-{i}", "attributes": attributes} for i in range(2)]
+    text = dump_yaml({"devices": devices})
+    assert text is not None and "&" not in text and "*" not in text
+    assert _values(text) == [{"devices": devices}]
 
 
 def test_stable_uid_is_stable_and_distinct() -> None:
