@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import orjson
+
+from claims.allocator.cel import plain_domains
 from claims.allocator.limits import check_device, check_slice
 from claims.allocator.nodeselection import NodeInfo, NodeSelector, node_matches
 from claims.allocator.quantity import Quantity
@@ -44,6 +47,29 @@ _LAZY_DEVICE_FIELDS: dict[str, Callable[[JSON], Any]] = {
 }
 
 
+ContentKey = tuple[str, bool | None, bytes | str]
+
+
+def content_key(
+    driver: str, attributes: Any, capacity: Any, allow_multiple_allocations: bool | None
+) -> ContentKey:
+    """A key equal for two devices exactly when a selector sees the same content in them.
+
+    orjson's text of JSON values is injective and several times faster to make than repr()
+    (made for every device a search reaches first). It writes NaN and infinities as null and
+    refuses integers past 64 bits and non-string keys: content with a null, or refused, is keyed
+    by repr(), also injective (a str key never equals a bytes key).
+    """
+    try:
+        text: bytes | str = orjson.dumps((attributes, capacity))
+    except TypeError:
+        text = repr((attributes, capacity))
+    else:
+        if b"null" in text:
+            text = repr((attributes, capacity))
+    return (driver, allow_multiple_allocations, text)
+
+
 class DeviceInfo:
     """One device of a ResourceSlice; values derived from it are computed on first use.
 
@@ -57,6 +83,7 @@ class DeviceInfo:
         "_consumes_counters",
         "_content_key",
         "_node_selector",
+        "_plain_domains",
         "all_nodes",
         "allow_multiple_allocations",
         "attribute_lookups",
@@ -71,6 +98,7 @@ class DeviceInfo:
         "node_name",
         "node_selector_raw",
         "raw",
+        "selections",
         "taints",
         "where",
     )
@@ -99,11 +127,15 @@ class DeviceInfo:
         self.name = raw["name"]
         self.driver = driver
         self.where = where
-        self._content_key: str | None = None
+        self._content_key: ContentKey | None = None
         self._capacity: dict[str, CapacityInfo] | None = None
         self._capacity_has_policy: bool | None = None
         self._consumes_counters: list[tuple[str, dict[str, Quantity]]] | None = None
         self._node_selector: NodeSelector | None | bool = False
+        self._plain_domains: frozenset[str] | None | bool = False
+        # Selection results by (CEL options, class selectors, request selectors): see
+        # SelectorCache.select.
+        self.selections: dict[tuple[Any, ...], Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
         # Called only for a slot not yet filled: fill all of them in one go.
@@ -127,15 +159,21 @@ class DeviceInfo:
         return self._node_selector  # type: ignore[return-value]
 
     @property
-    def content_key(self) -> str:
-        """What CEL can see of the device; equal keys give equal selector results.
+    def plain_domains(self) -> frozenset[str] | None:
+        """Attribute domains when the device's CEL input cannot fail (cel.plain_domains)."""
+        domains = self._plain_domains
+        if domains is False:
+            domains = plain_domains(self.driver, self.attributes, self.capacity_raw)
+            self._plain_domains = domains
+        return domains  # type: ignore[return-value]
 
-        repr() of JSON-decoded values is injective, so different content never shares a key.
-        """
+    @property
+    def content_key(self) -> ContentKey:
+        """What CEL can see of the device; equal keys give equal selector results."""
         key = self._content_key
         if key is None:
-            key = repr(
-                (self.driver, self.attributes, self.capacity_raw, self.allow_multiple_allocations)
+            key = content_key(
+                self.driver, self.attributes, self.capacity_raw, self.allow_multiple_allocations
             )
             self._content_key = key
         return key

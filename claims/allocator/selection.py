@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from claims.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector
-from claims.allocator.pools import DeviceInfo
+from claims.allocator.cel import (
+    CELError,
+    CELOptions,
+    CompiledSelector,
+    DeviceInput,
+    compile_selector,
+)
+from claims.allocator.pools import ContentKey, DeviceInfo
 
 
 class SelectorCompileError(Exception):
@@ -31,14 +37,16 @@ class SelectorCache:
             consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes
         )
         self.key = (consumable_capacity, list_type_attributes)
-        self._compiled: dict[str, Any] = {}
-        self._results: dict[tuple[str, str], bool | Exception] = {}
-        self._inputs: dict[str, DeviceInput] = {}
-        self._combined: dict[tuple[tuple[str, ...], tuple[str, ...], str], Any] = {}
+        self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
+        self._results: dict[tuple[str, ContentKey], bool | Exception] = {}
+        self._inputs: dict[ContentKey, DeviceInput] = {}
+        self._combined: dict[tuple[tuple[str, ...], tuple[str, ...], ContentKey], Any] = {}
+        # Per (class, request) selectors: their compiled forms when all are projected.
+        self._projected: dict[Any, list[CompiledSelector] | None] = {}
         self.evaluations = 0
         self.lookups = 0
 
-    def _compile(self, expression: str) -> Any:
+    def _compile(self, expression: str) -> CompiledSelector | SelectorCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
             try:
@@ -54,6 +62,13 @@ class SelectorCache:
         Raises SelectorCompileError or SelectorRuntimeError.
         """
         self.lookups += 1
+        compiled = self._compile(expression)
+        if isinstance(compiled, CompiledSelector) and compiled.projected:
+            domains = device.plain_domains
+            if domains is not None:
+                known = compiled.known(device.driver, device.attributes, domains)
+                if known is not None:
+                    return known
         content = device.content_key
         key = (expression, content)
         result = self._results.get(key)
@@ -87,12 +102,55 @@ class SelectorCache:
 
         Returns True, False, or the failure of the first selector that raised.
         """
+        # A device reached first is answered from the results of the parts its selectors read
+        # when they are projected (devices mostly differ only in attributes no selector reads)
+        # and kept on the device; else from the results per device content.
+        memo = device.selections
+        if memo is not None:
+            kept: bool | SelectionFailure | None = memo.get((self.key, class_exprs, request_exprs))
+            if kept is not None:
+                return kept
+        projected = self._select_projected(class_exprs, request_exprs, device)
+        if projected is not None:
+            if memo is None:
+                memo = device.selections = {}
+            memo[(self.key, class_exprs, request_exprs)] = projected
+            return projected
         key = (class_exprs, request_exprs, device.content_key)
         result = self._combined.get(key)
         if result is None:
             result = self._select_uncached(class_exprs, request_exprs, device)
             self._combined[key] = result
         return result
+
+    def _select_projected(
+        self, class_exprs: tuple[str, ...], request_exprs: tuple[str, ...], device: DeviceInfo
+    ) -> bool | None:
+        """The answer from results already known per projected part, or None."""
+        exprs = (class_exprs, request_exprs)
+        if exprs in self._projected:
+            selectors = self._projected[exprs]
+        else:
+            selectors = []
+            for expression in (*class_exprs, *request_exprs):
+                compiled = self._compile(expression)
+                if isinstance(compiled, SelectorCompileError) or not compiled.projected:
+                    selectors = None
+                    break
+                selectors.append(compiled)
+            self._projected[exprs] = selectors
+        if selectors is None:
+            return None  # a selector reads more of the device than its attributes
+        domains = device.plain_domains
+        if domains is None:
+            return None
+        for compiled in selectors:
+            known = compiled.known(device.driver, device.attributes, domains)
+            if known is None:
+                return None
+            if not known:
+                return False
+        return True
 
     def _select_uncached(
         self, class_exprs: tuple[str, ...], request_exprs: tuple[str, ...], device: DeviceInfo

@@ -355,8 +355,9 @@ def holder_results(claim: JSON) -> list[JSON]:
     return list((allocation.get("devices") or {}).get("results") or [])
 
 
-def _all_match(cache: Any, expressions: Sequence[str], device: Any) -> bool:
+def _all_match(cache: Any, expressions: tuple[str, ...], device: Any) -> bool:
     try:
-        return all(cache.matches(expression, device) for expression in expressions)
+        # select() as the search calls it: its results are kept per device.
+        return cache.select(expressions, (), device) is True
     except Exception:  # a class selector failing on a device just means "not this class"
         return False

@@ -104,6 +104,7 @@ __all__ = [
     "DeviceInput",
     "compile_selector",
     "evaluations",
+    "plain_domains",
 ]
 
 MAX_EXPRESSION_LENGTH: Final = 10 * 1024  # resourceapi.CELSelectorExpressionMaxLength
@@ -229,6 +230,19 @@ def _split_name(name: str, driver: str) -> tuple[str, str]:
 _SCALAR_CONVERSIONS: Final[dict[str, Any]] = {"string": str, "int": int, "bool": bool}
 
 
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _int64(raw: Any) -> int:
+    # An attribute's int is an int64 (upstream's type, and CEL's): a larger one cannot be a CEL
+    # value, so the device fails as a whole, whichever attribute a selector reads.
+    value = int(raw)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} is out of the int64 range")
+    return value
+
+
 def _attribute_value(attr: Mapping[str, Any]) -> Any:
     # Like upstream, list values are exposed whether or not the list feature is on; the feature
     # only changes the declared types and adds includes().
@@ -238,16 +252,18 @@ def _attribute_value(attr: Mapping[str, Any]) -> Any:
         ((field_name, raw),) = attr.items()
         convert = _SCALAR_CONVERSIONS.get(field_name)
         if convert is not None and raw is not None:
-            return convert(raw)
+            return _int64(raw) if convert is int else convert(raw)
     elif not isinstance(attr, Mapping):
         raise ValueError("unsupported attribute value")
-    for key in ("ints", "bools", "strings"):
+    if attr.get("ints") is not None:
+        return [_int64(value) for value in attr["ints"]]
+    for key in ("bools", "strings"):
         if attr.get(key) is not None:
             return list(attr[key])
     if attr.get("versions") is not None:
         return [fn.semver_value(v) for v in attr["versions"]]
     if attr.get("int") is not None:
-        return int(attr["int"])
+        return _int64(attr["int"])
     if attr.get("bool") is not None:
         return bool(attr["bool"])
     if attr.get("string") is not None:
@@ -284,6 +300,57 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
         # Upstream: ptr.Deref(AllowMultipleAllocations, false); the field is always there.
         data["allowMultipleAllocations"] = device.allow_multiple_allocations is True
     return _DeviceData({"device": data}, None)
+
+
+_PLAIN_TYPES: Final[dict[str, type]] = {"string": str, "int": int, "bool": bool}
+
+
+def plain_domains(
+    driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any]
+) -> frozenset[str] | None:
+    """The attribute domains of a device whose CEL input cannot fail to build, else None.
+
+    That is every attribute in the one-field shape, with a value of its exact type (its CEL
+    value is the raw value) or a valid version, and every capacity a valid quantity. Such a
+    device is answered by a projected selector from its raw attributes (`Projection.raw_key`)
+    without building its CEL input; any other device takes the full path, which reports its
+    conversion error as before.
+    """
+    domains: set[str] = set()
+    for name, attribute in attributes.items():
+        if attribute.__class__ is not dict or len(attribute) != 1:
+            return None
+        ((field_name, raw),) = attribute.items()
+        if raw.__class__ is not _PLAIN_TYPES.get(field_name) or (
+            raw.__class__ is int and not _INT64_MIN <= raw <= _INT64_MAX
+        ):
+            if field_name != "version":
+                return None
+            try:
+                fn.semver_value(raw)  # cached per text; `Projection.raw_key` reads no version
+            except fn.FunctionError:
+                return None
+        domain, sep, _ = name.partition("/")
+        domains.add(domain if sep else driver)
+    for entry in capacity.values():
+        raw = entry.get("value") if entry.__class__ is dict else None
+        try:
+            fn.quantity_value(raw)  # cached per text
+        except fn.FunctionError:
+            return None
+    return frozenset(domains)
+
+
+_NOT_PLAIN: Final = frozenset({"\0"})
+_plain_cache: weakref.WeakKeyDictionary[DeviceInput, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _device_domains(device: DeviceInput) -> frozenset[str] | None:
+    domains = _plain_cache.get(device)
+    if domains is None:
+        domains = plain_domains(device.driver, device.attributes, device.capacity)
+        domains = _plain_cache.setdefault(device, _NOT_PLAIN if domains is None else domains)
+    return None if domains is _NOT_PLAIN else domains
 
 
 def _device_data(device: DeviceInput, options: CELOptions) -> _DeviceData:
@@ -337,12 +404,21 @@ class CompiledSelector:
 
     def matches(self, device: DeviceInput) -> bool:
         """Whether the device satisfies the selector; CELError on runtime errors."""
+        projection = self._projection
+        if projection is not None:
+            # Most devices: the key straight from the raw attributes, the device's CEL input
+            # built only when no device with this key was evaluated yet.
+            domains = _device_domains(device)
+            if domains is not None:
+                result = self.known(device.driver, device.attributes, domains)
+                if result is not None:
+                    return result
         data = _device_data(device, self.options)
         if data.error is not None:
             raise CELError(f"CEL runtime error: {data.error}", expression=self.expression)
-        if self._projection is not None and data.value is not None:
+        if projection is not None and data.value is not None:
             try:
-                key, minimal = self._projection.project(data.value)
+                key, minimal = projection.project(data.value)
             except TypeError:
                 return self._evaluate(_activation(self._env, data))
             known = self._projected.get(key)
@@ -358,6 +434,28 @@ class CompiledSelector:
                 raise CELError(known, expression=self.expression)
             return known
         return self._evaluate(_activation(self._env, data))
+
+    @property
+    def projected(self) -> bool:
+        """Whether the selector reads only the driver and named attributes (see projection.py)."""
+        return self._projection is not None
+
+    def known(
+        self, driver: str, attributes: Mapping[str, Any], domains: frozenset[str]
+    ) -> bool | None:
+        """The result for a device already evaluated in the part this selector reads, or None.
+
+        For a device with `plain_domains` only. None also when the selector reads more than a
+        projection covers, or when that part gave an error (`matches` raises it).
+        """
+        projection = self._projection
+        if projection is None:
+            return None
+        key = projection.raw_key(driver, attributes, domains)
+        if key is None:
+            return None
+        known = self._projected.get(key)
+        return known if known is True or known is False else None
 
     def _evaluate(self, activation: Any) -> bool:
         global _evaluations

@@ -36,6 +36,7 @@ _ACCESS = re.compile(
     rf"|\[\s*{_STRING}\s*\]))"
 )
 _DEVICE = re.compile(r"\bdevice\b")
+_RAW_FIELDS = frozenset({"string", "int", "bool"})
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,39 @@ class Projection:
         minimal["attributes"] = minimal_attributes
         minimal["capacity"] = {}
         return tuple(key), {"device": minimal}
+
+    def raw_key(
+        self, driver: str, attributes: Mapping[str, Mapping[str, Any]], domains: frozenset[str]
+    ) -> tuple[Any, ...] | None:
+        """The key `project` gives, read from a device's raw attributes, or None.
+
+        Only for a device whose attributes all have the plain one-field shape (`{"string":
+        "a100"}`) with a value of its exact type, so that each CEL value is the raw value itself;
+        `domains` are the domains its attributes name. None when the raw names cannot answer
+        alone (a name under both its qualified and its bare form, a `/` in a wanted domain).
+        """
+        key: list[Any] = [driver]
+        for domain, name in self.attributes:
+            if domain not in domains:
+                key.append((domain, None))
+                continue
+            if "/" in domain:
+                return None
+            attribute = attributes.get(f"{domain}/{name}")
+            if domain == driver and "/" not in name:
+                bare = attributes.get(name)
+                if bare is not None:
+                    if attribute is not None:
+                        return None
+                    attribute = bare
+            if attribute is None:
+                key.append((domain, name))
+                continue
+            ((field_name, raw),) = attribute.items()
+            if field_name not in _RAW_FIELDS:
+                return None  # a version: its CEL value is not the raw text
+            key.append((domain, name, (type(raw).__name__, raw)))
+        return tuple(key)
 
 
 def _hashable(value: Any) -> Any:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from claims.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector
+from claims.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector, plain_domains
 from claims.allocator.cel.projection import projection_of
+from claims.allocator.pools import DeviceInfo
+from claims.allocator.selection import SelectionFailure, SelectorCache
 
 GPU = "gpu.example.com"
 
@@ -20,6 +22,27 @@ DEVICES = [
     DeviceInput(driver=GPU, attributes={"driverVersion": {"version": "1.2.3"}}),
     DeviceInput(driver=GPU, attributes={"models": {"strings": ["a100", "h100"]}}),
     DeviceInput(driver=GPU, attributes={}, capacity={"memory": {"value": "80Gi"}}),
+    # Alike in the part most selectors read to devices above, but their CEL input cannot be
+    # built: the full evaluation's error must come out, not the result kept for that part.
+    DeviceInput(
+        driver=GPU, attributes={"type": {"string": "gpu"}, "v": {"version": "not-a-version"}}
+    ),
+    DeviceInput(
+        driver=GPU,
+        attributes={"type": {"string": "gpu"}},
+        capacity={"memory": {"value": "eighty"}},
+    ),
+    DeviceInput(driver=GPU, attributes={"type": {"string": "gpu"}, "index": {"int": "one"}}),
+    # Shapes that only the full path reads: a name both bare and qualified, two value fields,
+    # a value of another type than its field says, a `/` in the name.
+    DeviceInput(
+        driver=GPU,
+        attributes={"type": {"string": "gpu"}, "gpu.example.com/type": {"string": "mig"}},
+    ),
+    DeviceInput(driver=GPU, attributes={"type": {"string": "gpu", "int": 1}}),
+    DeviceInput(driver=GPU, attributes={"type": {"string": "gpu"}, "index": {"int": True}}),
+    DeviceInput(driver=GPU, attributes={"gpu.example.com/type/x": {"string": "gpu"}}),
+    DeviceInput(driver=GPU, attributes={"type": {"string": "gpu"}, "index": {"int": 2**70}}),
 ]
 
 EXPRESSIONS = [
@@ -98,3 +121,83 @@ def test_devices_alike_in_the_read_part_share_one_evaluation() -> None:
         )
         assert selector.matches(device) is True
     assert len(selector._projected) - before <= 1
+
+
+@pytest.mark.parametrize("expression", [e for e in EXPRESSIONS if projection_of(e) is not None])
+def test_the_key_read_from_raw_attributes_is_the_projected_key(expression: str) -> None:
+    """For a plain device, `raw_key` gives the key `project` gives from the full CEL input."""
+    projection = projection_of(expression)
+    assert projection is not None
+    checked = 0
+    for device in DEVICES:
+        domains = plain_domains(device.driver, device.attributes, device.capacity)
+        if domains is None:
+            continue
+        raw = projection.raw_key(device.driver, device.attributes, domains)
+        if raw is None:
+            continue
+        value = selector_input(device)
+        assert raw == projection.project(value)[0], device
+        checked += 1
+    assert checked >= 5
+
+
+def selector_input(device: DeviceInput) -> dict:
+    from claims.allocator.cel import _build_device
+
+    data = _build_device(device, CELOptions())
+    assert data.error is None and data.value is not None
+    return data.value
+
+
+def test_plain_devices_are_only_those_whose_input_cannot_fail() -> None:
+    """plain_domains names the domains of plain devices and refuses every other shape."""
+    plain = [
+        (DEVICES[0], {GPU}),
+        (DEVICES[5], {"other.example.com"}),
+        (DEVICES[7], {GPU}),  # a valid version
+        (DEVICES[9], set()),  # a valid capacity
+    ]
+    for device, domains in plain:
+        assert plain_domains(device.driver, device.attributes, device.capacity) == domains
+    not_plain = [DEVICES[8], *DEVICES[10:13], DEVICES[14], DEVICES[15], DEVICES[17]]
+    for device in not_plain:
+        assert plain_domains(device.driver, device.attributes, device.capacity) is None, device
+    # Plain, but `raw_key` leaves them to the full path.
+    for device in (DEVICES[13], DEVICES[16]):
+        assert plain_domains(device.driver, device.attributes, device.capacity) == {GPU}
+
+
+def _info(attributes: dict, name: str = "d") -> DeviceInfo:
+    return DeviceInfo({"name": name, "attributes": attributes}, driver=GPU, where="slice")
+
+
+def test_selection_kept_per_device_is_kept_per_cel_options() -> None:
+    """One device asked by caches with other CEL options gets each one's own answer."""
+    device = _info({"models": {"strings": ["a100"]}, "type": {"string": "gpu"}})
+    expressions = ('device.attributes["gpu.example.com"].type == "gpu"',)
+    with_lists = SelectorCache(list_type_attributes=True)
+    assert with_lists.select(expressions, (), device) is True
+    uses_includes = ('device.attributes["gpu.example.com"].models.includes("a100")',)
+    assert with_lists.select(uses_includes, (), device) is True
+    without_lists = SelectorCache(list_type_attributes=False)
+    failure = without_lists.select(uses_includes, (), device)
+    assert isinstance(failure, SelectionFailure) and not failure.runtime
+    assert with_lists.select(uses_includes, (), device) is True
+
+
+def test_a_device_alike_to_a_selected_one_still_reports_its_own_error() -> None:
+    """The result kept for a part is not given to a device whose CEL input fails."""
+    cache = SelectorCache()
+    expressions = ('device.attributes["gpu.example.com"].type == "gpu"',)
+    good = _info({"type": {"string": "gpu"}, "uuid": {"string": "a"}}, "good")
+    also_good = _info({"type": {"string": "gpu"}, "uuid": {"string": "b"}}, "also-good")
+    broken = _info({"type": {"string": "gpu"}, "v": {"version": "x.y"}}, "broken")
+    assert cache.select(expressions, (), good) is True
+    assert cache.select(expressions, (), also_good) is True
+    failure = cache.select(expressions, (), broken)
+    assert isinstance(failure, SelectionFailure) and failure.runtime
+    assert "attribute v" in failure.message
+    with pytest.raises(Exception, match="attribute v"):
+        cache.matches(expressions[0], broken)
+    assert cache.matches(expressions[0], also_good) is True
