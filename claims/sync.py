@@ -40,6 +40,7 @@ from inventory.sync import (
     delete_row,
     delete_rows,
     insert_rows,
+    new_row,
     register,
 )
 
@@ -180,7 +181,9 @@ def claims_written(written: list[Written], result: BatchResult) -> None:
     reservations: list[Reservation] = []
     for entry in written:
         allocated, reserved = entry.item.children
-        devices.extend(AllocatedDevice(claim_id=entry.row.pk, **columns) for columns in allocated)
+        devices.extend(
+            new_row(AllocatedDevice, claim_id=entry.row.pk, **columns) for columns in allocated
+        )
         reservations.extend(Reservation(claim_id=entry.row.pk, **columns) for columns in reserved)
         result.upserted += 1
         result.touch("claims", entry.row.pk)

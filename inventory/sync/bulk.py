@@ -32,6 +32,7 @@ from inventory.sync.core import (
     insert_rows,
     log,
     meta_columns,
+    new_row,
     object_uid,
     record_skip,
     update_rows,
@@ -291,12 +292,15 @@ def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -
     model = handler.model
     if creates:
         _remove_recreated(handler, creates, result)
-        rows = [model(uid=item.uid, **item.columns) for item in creates]
+        rows = [new_row(model, uid=item.uid, **item.columns) for item in creates]
         insert_rows(model, rows, returning=("uid",))
         written.extend(Written(row, item, True) for row, item in zip(rows, creates, strict=True))
     if updates:
         now = timezone.now()
-        rows = [model(pk=item.pk, uid=item.uid, synced_at=now, **item.columns) for item in updates]
+        rows = [
+            new_row(model, pk=item.pk, uid=item.uid, synced_at=now, **item.columns)
+            for item in updates
+        ]
         names = {model._meta.get_field(key).name for item in updates for key in item.columns}
         update_rows(model, rows, [*sorted(names), "synced_at"])
         written.extend(Written(row, item, False) for row, item in zip(rows, updates, strict=True))

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import orjson
 from django.db import connections, models, router
 from django.db.models import QuerySet
+from django.db.models.base import ModelState
 from django.utils.dateparse import parse_datetime
 
 from inventory.models import KubeObject, SkippedObject
@@ -255,6 +256,40 @@ def handed_over(items: list[Any]) -> Iterator[Any]:
     items.clear()
     while queue:
         yield queue.popleft()
+
+
+_ROW_DEFAULTS: dict[type[models.Model], tuple[str, list[tuple[str, Any]], frozenset[str]]] = {}
+
+
+def new_row(model: type[models.Model], /, **values: Any) -> Any:
+    """An unsaved instance for a bulk write, made without Model.__init__.
+
+    `values` are given by attname (`pool_id`, not `pool`), or `pk`; other fields get their
+    defaults, as Model.__init__ gives them. Its per-keyword work was a tenth of an import (tens
+    of thousands of device rows); the rows only carry values to insert_rows and update_rows.
+    """
+    known = _ROW_DEFAULTS.get(model)
+    if known is None:
+        fields = model._meta.concrete_fields
+        known = (
+            model._meta.pk.attname,
+            [(f.attname, f.get_default) for f in fields],
+            frozenset(f.attname for f in fields) | {"pk"},
+        )
+        _ROW_DEFAULTS[model] = known
+    pk_name, defaults, names = known
+    if not names.issuperset(values):
+        raise TypeError(f"{model.__name__} has no column {sorted(set(values) - names)[0]}")
+    row = model.__new__(model)
+    row._state = ModelState()
+    data = row.__dict__
+    for name, default in defaults:
+        if name not in values:
+            data[name] = default()
+    if "pk" in values:
+        values[pk_name] = values.pop("pk")
+    data.update(values)
+    return row
 
 
 def chunks(values: list[Any], size: int = 500) -> list[list[Any]]:

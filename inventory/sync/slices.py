@@ -24,6 +24,7 @@ from inventory.sync.core import (
     chunks,
     delete_rows,
     insert_rows,
+    new_row,
     register,
     update_rows,
 )
@@ -100,7 +101,9 @@ def prepare_slices(changed: list[Pending], result: BatchResult) -> None:
         ):
             if (driver, name) in keys:
                 pools[(driver, name)] = pk
-    missing = [Pool(driver=driver, name=name) for driver, name in sorted(keys - set(pools))]
+    missing = [
+        new_row(Pool, driver=driver, name=name) for driver, name in sorted(keys - set(pools))
+    ]
     insert_rows(Pool, missing, returning=("driver", "name"))
     pools.update({(pool.driver, pool.name): pool.pk for pool in missing})
     for item in changed:
@@ -138,7 +141,7 @@ def _sync_devices(written: list[Written], updated: list[int], result: BatchResul
         }
         for name, columns in item.children[0].items():
             values = current.pop(name, None)
-            device = Device(slice_id=row.pk, name=name, **context, **columns)
+            device = new_row(Device, slice_id=row.pk, name=name, **context, **columns)
             if values is None:
                 to_create.append(device)
                 continue
@@ -169,7 +172,9 @@ def _sync_counter_sets(written: list[Written], updated: list[int]) -> None:
         current = stored.pop(row.pk, {})
         for name, counters in entry.item.children[1].items():
             values = current.pop(name, None)
-            counter_set = CounterSet(slice_id=row.pk, pool_id=pool_id, name=name, counters=counters)
+            counter_set = new_row(
+                CounterSet, slice_id=row.pk, pool_id=pool_id, name=name, counters=counters
+            )
             if values is None:
                 to_create.append(counter_set)
             elif (values[3], values[4]) != (counters, pool_id):

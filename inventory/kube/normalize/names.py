@@ -7,6 +7,7 @@ decides which field to blame.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
@@ -23,6 +24,7 @@ _QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@lru_cache(maxsize=16_384)  # names repeat in every slice, pod and claim
 def dns1123_label(value: str) -> str:
     """Reason `value` is not a DNS label (a request, device or counter name, a namespace)."""
     if len(value) > DNS1123_LABEL_MAX_LENGTH:
@@ -35,6 +37,7 @@ def dns1123_label(value: str) -> str:
     return ""
 
 
+@lru_cache(maxsize=16_384)  # names repeat in every slice, pod and claim
 def dns1123_subdomain(value: str) -> str:
     """Reason `value` is not a DNS subdomain (an object, class or node name)."""
     if len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
@@ -119,6 +122,7 @@ def c_identifier(value: str) -> str:
     return ""
 
 
+@lru_cache(maxsize=16_384)  # names repeat in every slice, pod and claim
 def device_qualified_name(value: str) -> str:
     """Reason `value` is not an attribute or capacity name (`[domain/]cIdentifier`)."""
     parts = value.split("/")

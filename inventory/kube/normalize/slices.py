@@ -57,6 +57,16 @@ def _node_selection(spec: Mapping[str, Any], *, path: str, fail: Fail) -> list[s
     return chosen
 
 
+def _plain(value: Mapping[str, Any]) -> bool:
+    """The common attribute shapes `_attribute` accepts, told apart at a glance."""
+    if value.__class__ is not dict or len(value) != 1:
+        return False
+    ((key, entry),) = value.items()
+    if key == "string":
+        return entry.__class__ is str and len(entry) <= ATTRIBUTE_VALUE_MAX_LENGTH
+    return (key == "int" or key == "bool") and entry is not None
+
+
 def _attribute(value: Mapping[str, Any], *, path: str, fail: Fail) -> None:
     present = [key for key in VALUE_TYPES if value.get(key) is not None]
     if not present and any(entry is not None for entry in value.values()):
@@ -104,7 +114,7 @@ def _device(
             reason = names.device_qualified_name(key)
             if reason:
                 raise fail(f"{path}.{field}[{key}]", f"invalid name {key!r}: {reason}")
-            if field == "attributes" and isinstance(value, Mapping):
+            if field == "attributes" and isinstance(value, Mapping) and not _plain(value):
                 _attribute(value, path=f"{path}.attributes[{key}]", fail=fail)
             policy = value.get("requestPolicy") if isinstance(value, Mapping) else None
             if (
