@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
 from django.conf import settings
 from django.db import transaction
 
@@ -47,11 +48,29 @@ class SnapshotError(ValueError):
 
 @dataclass
 class ParsedObject:
-    """One object of the input: where it came from, as written, and normalized to v1."""
+    """One object of the input: where it came from, as written, and normalized to v1.
+
+    `raw` is kept as compact JSON until written (`_compact`): a third of the objects' size.
+    """
 
     source: str  # "file.yaml document 3 item 12"
-    raw: JSON
+    raw: bytes | JSON
     obj: JSON
+
+
+def _compact(item: Mapping[str, Any]) -> bytes | JSON:
+    try:
+        # A copy of exactly its length: orjson's own buffer is larger than its text.
+        return bytes(memoryview(orjson.dumps(item)))
+    except TypeError:  # an integer past 64 bits: kept as it is
+        return dict(item)
+
+
+def _expanded(raw: bytes | JSON) -> JSON:
+    if isinstance(raw, bytes):
+        value: JSON = orjson.loads(raw)
+        return value
+    return raw
 
 
 @dataclass
@@ -97,12 +116,18 @@ def import_limits() -> Limits:
 def _objects(
     name: str, text: str | bytes, limits: Limits = DEFAULT_LIMITS
 ) -> Iterator[tuple[str, Any]]:
-    """(where, object) for every object of one input, parsed one document at a time."""
+    """(where, object) for every object of one input, parsed one document at a time.
+
+    The input is the caller's to give away: neither the text nor an object already yielded is
+    kept here once parsed (a snapshot of hundreds of MB would otherwise be held several times).
+    """
+    documents = load_documents(text, source=name, limits=limits)
+    del text
     try:
-        for document in load_documents(text, source=name, limits=limits):
+        for document in documents:
             where = f"{name} document {document.index}"
             try:
-                for path, item in list_items(document.value):
+                for path, item in list_items(document.value, consume=True):
                     yield (f"{where} {path}" if path else where), item
             except DocumentError as exc:
                 raise SnapshotError(f"{where}: {exc}") from exc
@@ -141,7 +166,9 @@ def parse_texts(
     first_seen: dict[tuple[str, str, str], str] = {}
     uids: dict[str, str] = {}
     for name, text in sources:
-        for where, item in _objects(name, text, limits):
+        objects = _objects(name, text, limits)
+        del text
+        for where, item in objects:
             if not isinstance(item, Mapping):
                 errors.append(f"{where}: expected an object, got {type(item).__name__}")
                 continue
@@ -178,7 +205,7 @@ def parse_texts(
             first_seen[key] = where
             if uid:
                 uids[uid] = where
-            parsed.append(ParsedObject(where, dict(item), obj))
+            parsed.append(ParsedObject(where, _compact(item), obj))
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
@@ -211,7 +238,7 @@ def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merg
     with transaction.atomic():
         for kind in order:
             count = len(by_kind[kind])
-            pairs = ((p.raw, p.obj) for p in handed_over(by_kind[kind]))
+            pairs = ((_expanded(p.raw), p.obj) for p in handed_over(by_kind[kind]))
             if merge:
                 batch = upsert_events(kind, pairs)
             else:
@@ -232,8 +259,14 @@ def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merg
 
 
 def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportReport:
-    """Import YAML/JSON files in one transaction; SnapshotError names an unreadable file."""
-    sources: list[tuple[str, str | bytes]] = []
+    """Import YAML/JSON files in one transaction; SnapshotError names an unreadable file.
+
+    Each file is read when its turn comes and let go once parsed.
+    """
+    return import_texts(_read_files(list(paths)), merge=merge, limits=import_limits())
+
+
+def _read_files(paths: list[str | Path]) -> Iterator[tuple[str, bytes]]:
     for path in paths:
         path = Path(path)
         try:
@@ -246,12 +279,13 @@ def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportR
                     "(DASHBOARD_IMPORT_MAX_BYTES)",
                     source=str(path),
                 )
-            sources.append((str(path), path.read_bytes()))
+            data = path.read_bytes()
         except DocumentError as exc:
             raise SnapshotError(str(exc)) from exc
         except OSError as exc:
             raise SnapshotError(f"{path}: cannot read: {exc}") from exc
-    return import_texts(sources, merge=merge, limits=import_limits())
+        yield str(path), data
+        del data
 
 
 def export_objects() -> list[JSON]:

@@ -194,6 +194,7 @@ def load_documents(
     """
     loader_class = loader_class or _Loader
     text = decode(data, source=source, limits=limits)
+    del data  # a large input is held once (as text) while it is parsed, not twice
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
@@ -202,8 +203,10 @@ def load_documents(
             json_error = exc
         else:
             _check_json(value, text, source=source, limits=limits)
+            line = text.count("\n", 0, len(text) - len(stripped)) + 1
+            del text, stripped  # only the value is needed from here on
             if value is not None:
-                yield Document(1, text.count("\n", 0, len(text) - len(stripped)) + 1, value)
+                yield Document(1, line, value)
             return
         # Flow-style YAML (`{a: 1}`) starts the same way; only when YAML fails too is it an error.
         try:
@@ -490,16 +493,19 @@ def _load_yaml(
         loader.dispose()
 
 
-def list_items(value: Any) -> Iterator[tuple[str, Any]]:
+def list_items(value: Any, *, consume: bool = False) -> Iterator[tuple[str, Any]]:
     """The objects of one document: a `List`/`<Kind>List`'s items, or the document itself.
 
     Yields (path, object): `items[3]` for list items (typed lists such as ResourceSliceList
     leave apiVersion and kind out of their items: they are filled in), "" for the document.
-    A bare JSON array of objects counts as a list too.
+    A bare JSON array of objects counts as a list too. With `consume`, each item is taken out
+    of the list once the caller is done with it, so a large document is freed as it is read.
     """
     if isinstance(value, list):
         for index, entry in enumerate(value):
             yield f"[{index}]", entry
+            if consume:
+                value[index] = None
         return
     kind = value.get("kind") if isinstance(value, Mapping) else None
     if not (isinstance(kind, str) and kind.endswith("List") and "items" in value):
@@ -512,6 +518,8 @@ def list_items(value: Any) -> Iterator[tuple[str, Any]]:
         if isinstance(entry, Mapping) and "kind" not in entry and kind != "List":
             entry = {"apiVersion": value.get("apiVersion"), "kind": kind[:-4], **entry}
         yield f"items[{index}]", entry
+        if consume:
+            items[index] = None
 
 
 IMPORTED_UID_NAMESPACE = uuid.UUID("6f1c3f0e-2b8a-5d7e-9c41-8a7d2e5b0c13")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from django.core.management.base import CommandError
 
 from claims.choices import ClaimState
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
+from inventory.kube.documents import list_items
 from inventory.models import Device, DeviceClass, Namespace, Node, Pool, ResourceSlice
 from inventory.snapshot import SnapshotError, import_files, import_texts, write_snapshot
 
@@ -240,3 +242,35 @@ def test_impossible_claims_are_rejected(db, requests, field, reason):
     )
     with pytest.raises(SnapshotError, match=f"{field}: .*{reason}"):
         import_texts([("claim.yaml", text)])
+
+
+def test_objects_are_stored_exactly_as_written(db):
+    """`raw` is the object as written: floats, unicode, key order and integers of any size."""
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "node-z",
+            "uid": "7d9d3d6b-0000-4000-8000-000000000001",
+            "annotations": {"note": "ünïcode ✓", "z": "1", "a": "2"},
+        },
+        "spec": {"podCIDR": "10.0.0.0/24"},
+        "status": {"capacity": {"cpu": "8"}, "example.com/ratio": 0.1, "example.com/n": 2**70},
+    }
+    listed = {"apiVersion": "v1", "kind": "List", "items": [node]}
+    import_texts([("nodes.json", json.dumps(listed))])
+    stored = Node.objects.get(name="node-z").raw
+    assert stored == node
+    assert list(stored["metadata"]["annotations"]) == ["note", "z", "a"]
+    assert stored["status"]["example.com/n"] == 2**70
+
+
+def test_list_items_can_hand_each_item_over() -> None:
+    """With consume, the list lets go of each item once the caller moved on."""
+    listed = {"kind": "List", "items": [{"kind": "Pod"}, {"kind": "Node"}]}
+    seen = []
+    for path, item in list_items(listed, consume=True):
+        seen.append((path, item["kind"], list(listed["items"])))
+    assert seen[0] == ("items[0]", "Pod", [{"kind": "Pod"}, {"kind": "Node"}])
+    assert seen[1] == ("items[1]", "Node", [None, {"kind": "Node"}])
+    assert listed["items"] == [None, None]
