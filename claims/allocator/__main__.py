@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import orjson
 
 from claims.allocator.allocator import allocate_scenario
+from claims.allocator.explain import explain_scenario
 from claims.allocator.selection import SelectorCache
 
 
@@ -53,8 +54,6 @@ def _run_one(
         scenario, share_id_factory=share_id_factory, selector_cache=cache, deadline=deadline
     )
     if explain:
-        from claims.allocator.explain import explain_scenario  # only for --explain
-
         output["explain"] = explain_scenario(scenario, output, selector_cache=cache)
     return output
 
