@@ -20,6 +20,9 @@ from claims.allocator.cel import (
 )
 from claims.allocator.pools import ContentKey, DeviceInfo
 
+# Selection results kept on one device (see SelectorCache.select).
+_KEPT_PER_DEVICE = 16
+
 
 class SelectorCompileError(Exception):
     """The expression does not compile."""
@@ -114,6 +117,8 @@ class SelectorCache:
         if projected is not None:
             if memo is None:
                 memo = device.selections = {}
+            elif len(memo) >= _KEPT_PER_DEVICE:
+                memo.clear()  # devices live as long as their slice: many questions, few kept
             memo[(self.key, class_exprs, request_exprs)] = projected
             return projected
         key = (class_exprs, request_exprs, device.content_key)

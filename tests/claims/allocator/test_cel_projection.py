@@ -201,3 +201,14 @@ def test_a_device_alike_to_a_selected_one_still_reports_its_own_error() -> None:
     with pytest.raises(Exception, match="attribute v"):
         cache.matches(expressions[0], broken)
     assert cache.matches(expressions[0], also_good) is True
+
+
+def test_results_kept_per_device_are_bounded() -> None:
+    """A device asked many different questions keeps a bounded number of answers."""
+    cache = SelectorCache()
+    device = _info({"type": {"string": "gpu"}, "index": {"int": 3}})
+    for index in range(100):
+        expressions = (f'device.attributes["gpu.example.com"].index == {index}',)
+        assert cache.select(expressions, (), device) is (index == 3)
+        assert cache.select(expressions, (), device) is (index == 3)  # from the device
+    assert device.selections is not None and 0 < len(device.selections) <= 16
