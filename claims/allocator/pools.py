@@ -132,10 +132,10 @@ class DeviceInfo:
         self._capacity_has_policy: bool | None = None
         self._consumes_counters: list[tuple[str, dict[str, Quantity]]] | None = None
         self._node_selector: NodeSelector | None | bool = False
-        self._plain_domains: frozenset[str] | None | bool = False
+        self._plain_domains: tuple[str, ...] | None | bool = False
         # Selection results by (CEL options, class selectors, request selectors): see
         # SelectorCache.select.
-        self.selections: dict[tuple[Any, ...], Any] | None = None
+        self.selections: tuple[Any, Any] | dict[Any, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
         # Called only for a slot not yet filled: fill all of them in one go.
@@ -159,7 +159,7 @@ class DeviceInfo:
         return self._node_selector  # type: ignore[return-value]
 
     @property
-    def plain_domains(self) -> frozenset[str] | None:
+    def plain_domains(self) -> tuple[str, ...] | None:
         """Attribute domains when the device's CEL input cannot fail (cel.plain_domains)."""
         domains = self._plain_domains
         if domains is False:

@@ -108,18 +108,28 @@ class SelectorCache:
         # A device reached first is answered from the results of the parts its selectors read
         # when they are projected (devices mostly differ only in attributes no selector reads)
         # and kept on the device; else from the results per device content.
-        memo = device.selections
-        if memo is not None:
-            kept: bool | SelectionFailure | None = memo.get((self.key, class_exprs, request_exprs))
-            if kept is not None:
-                return kept
+        memo_key = (self.key, class_exprs, request_exprs)
+        kept = device.selections
+        if isinstance(kept, tuple):
+            if kept[0] == memo_key:
+                answer: bool | SelectionFailure = kept[1]
+                return answer
+        elif kept is not None:
+            found: bool | SelectionFailure | None = kept.get(memo_key)
+            if found is not None:
+                return found
         projected = self._select_projected(class_exprs, request_exprs, device)
         if projected is not None:
-            if memo is None:
-                memo = device.selections = {}
-            elif len(memo) >= _KEPT_PER_DEVICE:
-                memo.clear()  # devices live as long as their slice: many questions, few kept
-            memo[(self.key, class_exprs, request_exprs)] = projected
+            # One question: a (key, answer) tuple, which the collector stops tracking (a dict
+            # per device would be walked by every full collection); more: a bounded dict.
+            if kept is None:
+                device.selections = (memo_key, projected)
+            elif isinstance(kept, tuple):
+                device.selections = {kept[0]: kept[1], memo_key: projected}
+            else:
+                if len(kept) >= _KEPT_PER_DEVICE:
+                    kept.clear()
+                kept[memo_key] = projected
             return projected
         key = (class_exprs, request_exprs, device.content_key)
         result = self._combined.get(key)

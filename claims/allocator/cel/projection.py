@@ -73,7 +73,7 @@ class Projection:
         return tuple(key), {"device": minimal}
 
     def raw_key(
-        self, driver: str, attributes: Mapping[str, Mapping[str, Any]], domains: frozenset[str]
+        self, driver: str, attributes: Mapping[str, Mapping[str, Any]], domains: tuple[str, ...]
     ) -> tuple[Any, ...] | None:
         """The key `project` gives, read from a device's raw attributes, or None.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from claims.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector, plain_domains
@@ -159,13 +161,14 @@ def test_plain_devices_are_only_those_whose_input_cannot_fail() -> None:
         (DEVICES[9], set()),  # a valid capacity
     ]
     for device, domains in plain:
-        assert plain_domains(device.driver, device.attributes, device.capacity) == domains
+        found = plain_domains(device.driver, device.attributes, device.capacity)
+        assert found is not None and set(found) == domains and len(found) == len(domains)
     not_plain = [DEVICES[8], *DEVICES[10:13], DEVICES[14], DEVICES[15], DEVICES[17]]
     for device in not_plain:
         assert plain_domains(device.driver, device.attributes, device.capacity) is None, device
     # Plain, but `raw_key` leaves them to the full path.
     for device in (DEVICES[13], DEVICES[16]):
-        assert plain_domains(device.driver, device.attributes, device.capacity) == {GPU}
+        assert plain_domains(device.driver, device.attributes, device.capacity) == (GPU,)
 
 
 def _info(attributes: dict, name: str = "d") -> DeviceInfo:
@@ -211,4 +214,22 @@ def test_results_kept_per_device_are_bounded() -> None:
         expressions = (f'device.attributes["gpu.example.com"].index == {index}',)
         assert cache.select(expressions, (), device) is (index == 3)
         assert cache.select(expressions, (), device) is (index == 3)  # from the device
-    assert device.selections is not None and 0 < len(device.selections) <= 16
+    assert isinstance(device.selections, dict) and 0 < len(device.selections) <= 16
+
+
+def test_one_question_is_kept_as_an_untracked_tuple() -> None:
+    """A device asked one question keeps a tuple, which the cyclic collector does not walk."""
+    cache = SelectorCache()
+    device = _info({"type": {"string": "gpu"}})
+    expressions = ('device.attributes["gpu.example.com"].type == "gpu"',)
+    assert cache.select(expressions, (), device) is True
+    assert isinstance(device.selections, tuple)
+    gc.collect()
+    gc.collect()  # nested tuples: each collection untracks one more level
+    assert not gc.is_tracked(device.selections)
+    assert cache.select(expressions, (), device) is True
+    other = ('device.attributes["gpu.example.com"].type == "mig"',)
+    assert cache.select(other, (), device) is False  # evaluated: kept per projected part
+    assert cache.select(other, (), device) is False  # answered from that part: kept here too
+    assert isinstance(device.selections, dict) and len(device.selections) == 2
+    assert cache.select(expressions, (), device) is True
