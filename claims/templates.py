@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from claims.models import Pod, ResourceClaim
+from inventory.sync import chunks
 
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 
@@ -71,15 +72,9 @@ def link_templates(claims: Iterable[ResourceClaim]) -> int:
     for claim in changed:
         by_name.setdefault(claim.template_name, []).append(claim.pk)
     for name, pks in by_name.items():
-        for start in range(0, len(pks), _UPDATE_CHUNK):
-            ResourceClaim.objects.filter(pk__in=pks[start : start + _UPDATE_CHUNK]).update(
-                template_name=name
-            )
+        for part in chunks(pks):
+            ResourceClaim.objects.filter(pk__in=part).update(template_name=name)
     return len(changed)
-
-
-# Primary keys per UPDATE: well under SQLite's bound on query parameters.
-_UPDATE_CHUNK = 900
 
 
 def link_claims_of_pods(pods: Iterable[tuple[str, str]]) -> int:

@@ -22,6 +22,7 @@ from claims.allocator.pools import ContentKey, DeviceInfo
 
 # Selection results kept on one device (see SelectorCache.select).
 _KEPT_PER_DEVICE = 16
+_UNKNOWN: Any = object()
 
 
 class SelectorCompileError(Exception):
@@ -143,9 +144,8 @@ class SelectorCache:
     ) -> bool | None:
         """The answer from results already known per projected part, or None."""
         exprs = (class_exprs, request_exprs)
-        if exprs in self._projected:
-            selectors = self._projected[exprs]
-        else:
+        selectors = self._projected.get(exprs, _UNKNOWN)
+        if selectors is _UNKNOWN:
             selectors = []
             for expression in (*class_exprs, *request_exprs):
                 compiled = self._compile(expression)

@@ -391,11 +391,7 @@ class _Loader(_Parser):  # type: ignore[misc]
 
     def _key(self, event: Any, depth: int) -> str:
         if type(event) is not yaml.ScalarEvent:
-            if type(event) is yaml.AliasEvent:
-                self._value(event, depth)  # raises the alias error
-            self._count(event)
-            if depth > self.limits.max_depth:
-                raise self.fail(f"nested deeper than {self.limits.max_depth} levels", event)
+            self._value(event, depth)  # an alias, anchor or bound is reported first, as for values
             raise self.fail("a mapping key must be a string", event)
         self._count(event)
         # Kubernetes reads YAML as JSON: every key is a string (`1: a` has key "1"); the scalar is

@@ -304,36 +304,47 @@ def _fast_json(value: Any) -> bytes | str:
         return json.dumps(value)
 
 
-def _prepared(columns: list[Any], values: list[Any], connection: Any) -> list[Any]:
-    """Database values of one row. JSON is dumped by orjson: the standard library's encoder
-    was a tenth of an initial sync and of an import."""
+def _preparer(columns: list[Any], connection: Any) -> Callable[[list[Any]], list[Any]]:
+    """The database values of a row of these columns, from its values (one call per row).
+
+    JSON is dumped by orjson: the standard library's encoder was a tenth of an initial sync and
+    of an import. What each column needs is worked out once per write, not per row.
+    """
     if connection.vendor == "postgresql":
         from psycopg.types.json import Jsonb
 
-        prepared = [
-            column.get_db_prep_save(value, connection)
-            for column, value in zip(columns, values, strict=True)
-        ]
-        for index, value in enumerate(prepared):
-            if isinstance(value, Jsonb) and getattr(columns[index], "encoder", None) is None:
-                prepared[index] = Jsonb(value.obj, dumps=_fast_json)
-        return prepared
+        def prepared_pg(values: list[Any]) -> list[Any]:
+            prepared = [
+                column.get_db_prep_save(value, connection)
+                for column, value in zip(columns, values, strict=True)
+            ]
+            for index, value in enumerate(prepared):
+                if isinstance(value, Jsonb) and getattr(columns[index], "encoder", None) is None:
+                    prepared[index] = Jsonb(value.obj, dumps=_fast_json)
+            return prepared
+
+        return prepared_pg
     # SQLite keeps JSON as text: what JSONField.get_db_prep_save gives, dumped faster (None is
     # SQL NULL there too). A str, int or bool for a column of that plain type is its own database
     # value: Django's per-value preparation was a tenth of an import.
-    prepared = []
-    for kind, column, value in zip(_column_kinds(columns), columns, values, strict=True):
-        if value.__class__ is kind:
-            prepared.append(value)
-        elif kind is _JSON and value is not None:
-            prepared.append(_json_text(value))
-        else:
-            prepared.append(column.get_db_prep_save(value, connection))
-    return prepared
+    kinds = [_column_kind(column) for column in columns]
+
+    def prepared_sqlite(values: list[Any]) -> list[Any]:
+        prepared = []
+        for kind, column, value in zip(kinds, columns, values, strict=True):
+            if value.__class__ is kind:
+                prepared.append(value)
+            elif kind is _JSON and value is not None:
+                prepared.append(_json_text(value))
+            else:
+                prepared.append(column.get_db_prep_save(value, connection))
+        return prepared
+
+    return prepared_sqlite
 
 
 class _JSON:
-    """Marks a JSONField without a custom encoder in `_column_kinds`."""
+    """Marks a JSONField without a custom encoder in `_column_kind`."""
 
 
 # Field classes (exactly these: a subclass may prepare values its own way) whose database value
@@ -347,24 +358,15 @@ _PLAIN_FIELDS: dict[type, type] = {
     models.PositiveIntegerField: int,
     models.PositiveBigIntegerField: int,
 }
-_KINDS: dict[tuple[Any, ...], list[type | None]] = {}
 
 
-def _column_kinds(columns: list[Any]) -> list[type | None]:
-    key = tuple(columns)
-    kinds = _KINDS.get(key)
-    if kinds is None:
-        kinds = []
-        for column in columns:
-            target = column.target_field if isinstance(column, models.ForeignKey) else column
-            if isinstance(column, models.JSONField) and column.encoder is None:
-                kinds.append(_JSON)
-            elif isinstance(target, models.AutoField | models.BigAutoField):
-                kinds.append(int)
-            else:
-                kinds.append(_PLAIN_FIELDS.get(type(target)))
-        _KINDS[key] = kinds
-    return kinds
+def _column_kind(column: Any) -> type | None:
+    if isinstance(column, models.JSONField) and column.encoder is None:
+        return _JSON
+    target = column.target_field if isinstance(column, models.ForeignKey) else column
+    if isinstance(target, models.AutoField | models.BigAutoField):
+        return int
+    return _PLAIN_FIELDS.get(type(target))
 
 
 def _json_text(value: Any) -> str:
@@ -386,10 +388,8 @@ def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(column.column)} = %s" for column in columns)
     sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {quote(opts.pk.column)} = %s"
-    params = (
-        [*_prepared(columns, [getattr(row, c.attname) for c in columns], connection), row.pk]
-        for row in rows
-    )
+    prepare = _preparer(columns, connection)
+    params = ([*prepare([getattr(row, c.attname) for c in columns]), row.pk] for row in rows)
     if connection.vendor == "postgresql":
         with _server_bound_cursor(connection) as cursor:
             cursor.executemany(sql, params)
@@ -440,8 +440,10 @@ def insert_rows(
         tail = f" RETURNING {names}"
     by_key = {tuple(getattr(row, f.attname) for f in keys): row for row in rows}
 
+    prepare = _preparer(columns, connection)
+
     def values(row: Any) -> list[Any]:
-        return _prepared(columns, [column.pre_save(row, True) for column in columns], connection)
+        return prepare([column.pre_save(row, True) for column in columns])
 
     if connection.vendor == "postgresql":
         with _server_bound_cursor(connection) as cursor:

@@ -302,9 +302,6 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
     return _DeviceData({"device": data}, None)
 
 
-_PLAIN_TYPES: Final[dict[str, type]] = {"string": str, "int": int, "bool": bool}
-
-
 def plain_domains(
     driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any]
 ) -> tuple[str, ...] | None:
@@ -321,7 +318,7 @@ def plain_domains(
         if attribute.__class__ is not dict or len(attribute) != 1:
             return None
         ((field_name, raw),) = attribute.items()
-        if raw.__class__ is not _PLAIN_TYPES.get(field_name) or (
+        if raw.__class__ is not _SCALAR_CONVERSIONS.get(field_name) or (
             raw.__class__ is int and not _INT64_MIN <= raw <= _INT64_MAX
         ):
             if field_name != "version":

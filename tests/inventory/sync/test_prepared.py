@@ -11,7 +11,7 @@ from django.db import connection
 from claims.models import AllocatedDevice
 from inventory.models import Device, Node
 from inventory.sync import new_row
-from inventory.sync.core import _prepared
+from inventory.sync.core import _preparer
 
 
 def _comparable(value: object) -> object:
@@ -58,7 +58,7 @@ def test_prepared_values_equal_djangos(row: object) -> None:
     """Each column's value equals get_db_prep_save's (JSON compared as the JSON it holds)."""
     columns = [f for f in type(row)._meta.concrete_fields if not f.primary_key]
     values = [column.pre_save(row, True) for column in columns]
-    ours = _prepared(columns, values, connection)
+    ours = _preparer(columns, connection)(values)
     django = [
         column.get_db_prep_save(v, connection) for column, v in zip(columns, values, strict=True)
     ]
