@@ -12,9 +12,9 @@ from typing import Any
 
 from django.db.models import Count
 
-from claims.allocator.quantity import exact_amount
 from claims.devices.pages import pool_context
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
+from dralib.allocator.quantity import exact_amount
 from inventory.models import Pool
 
 # Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.

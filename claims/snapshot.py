@@ -26,9 +26,9 @@ from django.db import connection, models, transaction
 from django.db.models import Count, Max
 from django.db.models.functions import Cast
 
-from claims.allocator.taintrules import PatchedSlices, TaintRule
 from claims.models import ResourceClaim
 from dashboard.gcpause import gc_paused
+from dralib.allocator.taintrules import PatchedSlices, TaintRule
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
 
 JSON = dict[str, Any]

@@ -15,7 +15,6 @@ from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
-from claims.allocator.pools import NodeInfo, NodeSelector
 from claims.choices import ClaimState
 from claims.devices.counts import pool_utilisation
 from claims.devices.pages import (
@@ -54,6 +53,7 @@ from dashboard.views import (
     render_page,
     yaml_download,
 )
+from dralib.allocator.pools import NodeInfo, NodeSelector
 from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, Node, Pool, ResourceSlice
 

@@ -16,8 +16,8 @@ from django.db import close_old_connections
 
 from claims.whatif.diagnosis import diagnose_all
 from console.tasks import sample_utilisation
-from inventory.kube.kinds import KINDS
-from inventory.kube.watch import start_watchers
+from dralib.kube.kinds import KINDS
+from inventory.sync.watch import start_watchers
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,6 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from claims.allocator.quantity import exact_amount
 from claims.choices import ClaimState
 from claims.devices.counts import pool_device_counts
 from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
@@ -49,6 +48,7 @@ from claims.leaks import KINDS as LEAK_KINDS
 from claims.leaks import find_leaks
 from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
+from dralib.allocator.quantity import exact_amount
 from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, SyncState
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from claims.whatif.options import MAX_COUNT
 from claims.whatif.service import what_if as simulate
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
-from inventory.kube.documents import DocumentError, load_documents
+from dralib.kube.documents import DocumentError, load_documents
 from inventory.models import SkippedObject, SyncState
 
 

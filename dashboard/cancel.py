@@ -1,7 +1,7 @@
 """Stopping long work whose answer nobody waits for: the client went away, the server stops.
 
 A what-if or diagnosis search asks the callable from `stop_check()` every millisecond or so
-(`claims.allocator.budget`). It turns True when either:
+(`dralib.allocator.budget`). It turns True when either:
 
 * this request is abandoned: `CancelOnDisconnect` wraps the HTTP application and gives every
   request its own flag, in a context variable that asgiref copies into the thread running a

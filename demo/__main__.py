@@ -9,9 +9,9 @@ import threading
 from types import FrameType
 
 from demo.server import load_demo
-from inventory.kube.fakeapi.churn import ChurnLoop
-from inventory.kube.fakeapi.resources import DRA_VERSIONS
-from inventory.kube.fakeapi.server import FakeApiServer
+from dralib.kube.fakeapi.churn import ChurnLoop
+from dralib.kube.fakeapi.resources import DRA_VERSIONS
+from dralib.kube.fakeapi.server import FakeApiServer
 
 
 def build_parser() -> argparse.ArgumentParser:

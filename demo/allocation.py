@@ -1,4 +1,4 @@
-"""The demo's scheduler: the real allocator (`claims.allocator`) over the demo's current objects.
+"""The demo's scheduler: the real allocator (`dralib.allocator`) over the demo's current objects.
 
 `DemoAllocator` answers "allocate these claims for a pod on this node" the way the scheduler's
 DRA plugin does: one `Allocator` built from the DeviceClasses and ResourceSlices (with
@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from claims.allocator import (
+from demo.catalog import DemoError
+from dralib.allocator import (
     AllocatedState,
     AllocationError,
     Allocator,
     SelectorCache,
     SliceCache,
 )
-from claims.allocator.taintrules import PatchedSlices, taint_rule
-from demo.catalog import DemoError
+from dralib.allocator.taintrules import PatchedSlices, taint_rule
 
 JSON = dict[str, Any]
 ObjKey = tuple[str, str, str]

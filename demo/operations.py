@@ -13,8 +13,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from claims.allocator import NodeInfo
-from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.inputs import InputClaim
 from claims.whatif.quota import admission, claim_usage, extended_resource_names
 from demo.catalog import at, random_suffix
@@ -29,6 +27,8 @@ from demo.workloads import (
     running_pod,
     unreserved_claim,
 )
+from dralib.allocator import NodeInfo
+from dralib.allocator.nodeselection import NodeSelector
 
 Event = tuple[str, dict[str, Any]]
 # (podClaimName, "template" | "claim", template name) for each claim a workload's pod uses.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from demo.churn import DemoChurn
 from demo.generator import generate_demo_cluster
-from inventory.kube.fakeapi.churn import Churn, apply_object
-from inventory.kube.fakeapi.server import FakeApiServer
-from inventory.kube.fakeapi.store import Obj
+from dralib.kube.fakeapi.churn import Churn, apply_object
+from dralib.kube.fakeapi.server import FakeApiServer
+from dralib.kube.fakeapi.store import Obj
 
 
 def load_demo(server: FakeApiServer, *, nodes: int, seed: int) -> Churn:

@@ -2,21 +2,10 @@
 
 from django.db import models
 
+from dralib.kube import kinds
 
-class Kind(models.TextChoices):
-    """Every kind the dashboard syncs, spelled as the API server spells it."""
-
-    RESOURCE_SLICE = "ResourceSlice"
-    DEVICE_CLASS = "DeviceClass"
-    RESOURCE_CLAIM = "ResourceClaim"
-    RESOURCE_CLAIM_TEMPLATE = "ResourceClaimTemplate"
-    DEVICE_TAINT_RULE = "DeviceTaintRule"
-    NODE = "Node"
-    POD = "Pod"
-    RESOURCE_QUOTA = "ResourceQuota"
-    RESOURCE_CLASS = "ResourceClass"
-    POD_SCHEDULING_CONTEXT = "PodSchedulingContext"
-    NAMESPACE = "Namespace"
+# The library's enum as Django choices, for model fields: one list of kinds in the whole tree.
+Kind = models.TextChoices("Kind", [(kind.name, kind.value) for kind in kinds.Kind])
 
 
 class DeviceState(models.TextChoices):

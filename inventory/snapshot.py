@@ -4,7 +4,7 @@ Import is all or nothing: every document is parsed and normalized first, and one
 anywhere aborts the import with a message naming the file, document and field, before anything
 is written. A full import replaces the kinds it covers; `merge` only adds and updates.
 
-Files go through `inventory.kube.documents` (size, depth and value bounds, no YAML aliases,
+Files go through `dralib.kube.documents` (size, depth and value bounds, no YAML aliases,
 UTF-8 only) one document at a time, and every object through the API server's validation
 (`normalize(..., validate=True)`): a hand-edited snapshot cannot hold what a cluster could not.
 Hand-written objects without `metadata.uid` get one derived from kind, namespace and name.
@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from dashboard.gcpause import gc_paused
-from inventory.kube.documents import (
+from dralib.kube.documents import (
     DEFAULT_LIMITS,
     MAX_NODES,
     DocumentError,
@@ -34,7 +34,7 @@ from inventory.kube.documents import (
     load_documents,
     stable_uid,
 )
-from inventory.kube.normalize import NormalizeError, normalize
+from dralib.kube.normalize import NormalizeError, normalize
 from inventory.sync import HANDLERS, BatchResult, handed_over, replace_all, upsert_events
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do

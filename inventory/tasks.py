@@ -16,9 +16,9 @@ from typing import Any
 from celery import current_app, shared_task
 from celery.signals import worker_shutting_down
 
-from inventory.kube.kinds import KINDS
-from inventory.kube.watch import run_kind
+from dralib.kube.kinds import KINDS
 from inventory.locks import watcher_lock
+from inventory.sync.watch import run_kind
 
 log = logging.getLogger(__name__)
 

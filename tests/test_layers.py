@@ -18,11 +18,10 @@ import pytest
 
 from tests.paths import ROOT
 
-PACKAGES = ("dashboard", "inventory", "claims", "console", "demo")
+PACKAGES = ("dralib", "dashboard", "inventory", "claims", "console", "demo")
 
 # Longest prefix wins. The level says which layers a module may import: lower ones and its own.
-LIBRARY = ("claims.allocator", "inventory.kube.normalize", "inventory.kube.selectors",
-           "inventory.kube.fakeapi", "inventory.kube.documents")  # fmt: skip
+LIBRARY = ("dralib",)
 LEVELS = {"library": 0, "base": 0, "inventory": 1, "claims": 2, "console": 3, "demo": 3}
 
 # Function-level imports that Django itself asks for: app registries load handlers when ready.
@@ -157,9 +156,9 @@ def test_the_rules_catch_an_upward_import(tmp_path: Path) -> None:
 
 PROBE = """
 import json, sys
-import claims.allocator, claims.allocator.cel, inventory.kube.normalize, inventory.kube.selectors
-import inventory.kube.fakeapi, inventory.kube.documents
-from claims.allocator import allocate_scenario
+import dralib.allocator, dralib.allocator.cel, dralib.kube.normalize, dralib.kube.selectors
+import dralib.kube.fakeapi, dralib.kube.documents
+from dralib.allocator import allocate_scenario
 allocate_scenario({"node": {"metadata": {"name": "n"}}, "claims": []})
 print(json.dumps(sorted(sys.modules)))
 """
@@ -176,12 +175,12 @@ def test_library_loads_no_django_or_app_models() -> None:
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
     modules = json.loads(completed.stdout)
-    assert "claims.allocator.allocator" in modules and "inventory.kube.normalize" in modules
+    assert "dralib.allocator.allocator" in modules and "dralib.kube.normalize" in modules
     forbidden = [
         name
         for name in modules
         if name.split(".")[0] in ("django", "dashboard", "console", "demo")
         or (name.split(".")[0] in PACKAGES and layer_of(name) != "library"
-            and name not in ("claims", "inventory", "inventory.kube"))
+            and name not in ("claims", "inventory", "dralib.kube"))
     ]  # fmt: skip
     assert forbidden == []

@@ -1,46 +1,4 @@
-"""Pure-Python port of Kubernetes' structured allocator (k8s.io/dynamic-resource-allocation).
+"""The name of the allocator's command-line contract, `python -m claims.allocator`.
 
-Build an `Allocator` once from device classes, ResourceSlices, allocated state and features, then
-ask it per node; or run a whole scenario in the shared conformance format with
-`allocate_scenario`. Nothing here imports Django.
+The allocator lives in `dralib.allocator`; this package only keeps the contract's name.
 """
-
-from claims.allocator.allocator import (
-    Allocator,
-    allocate_scenario,
-    allocator_from_scenario,
-)
-from claims.allocator.explain import RequestReport, StageCount, explain
-from claims.allocator.limits import ALLOCATION_RESULTS_MAX_SIZE
-from claims.allocator.nodeselection import NodeInfo
-from claims.allocator.pools import SliceCache
-from claims.allocator.selection import SelectorCache
-from claims.allocator.types import (
-    AllocatedState,
-    AllocationError,
-    AllocationTimeout,
-    DeviceID,
-    Features,
-    NodeAllocationError,
-    ScenarioError,
-)
-
-__all__ = [
-    "ALLOCATION_RESULTS_MAX_SIZE",
-    "AllocatedState",
-    "AllocationError",
-    "AllocationTimeout",
-    "Allocator",
-    "DeviceID",
-    "Features",
-    "NodeAllocationError",
-    "NodeInfo",
-    "RequestReport",
-    "ScenarioError",
-    "SelectorCache",
-    "SliceCache",
-    "StageCount",
-    "allocate_scenario",
-    "allocator_from_scenario",
-    "explain",
-]

@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 from claims.tasks import TooManyJobs, create_job, get_job
 from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
 from claims.whatif.request import REQUEST_KEYS, check_request, run_request
-from inventory.kube.documents import DocumentError, Limits, check_value, decode
+from dralib.kube.documents import DocumentError, Limits, check_value, decode
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 

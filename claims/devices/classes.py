@@ -25,9 +25,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import BooleanField, Exists, Q, Value
 
-from claims.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
 from claims.devices.states import rule_taints
 from claims.models import AllocatedDevice
+from dralib.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
 from inventory.models import Device, DeviceClass, ResourceSlice
 
 __all__ = [

@@ -11,11 +11,11 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from claims.allocator.pools import NodeInfo, NodeSelector
 from claims.devices.counts import available_count
 from claims.devices.states import annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usages, counter_usage
 from claims.models import AllocatedDevice
+from dralib.allocator.pools import NodeInfo, NodeSelector
 from inventory.choices import DeviceState
 from inventory.models import Device, DeviceTaintRule, Node, Pool
 

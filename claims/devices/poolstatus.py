@@ -28,7 +28,6 @@ from typing import Any
 from django.db.models import Exists, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from claims.allocator.quantity import parse_quantity
 from claims.devices.classes import class_membership
 from claims.devices.counts import _unhealthy_keys, pool_device_counts
 from claims.devices.states import (
@@ -40,6 +39,7 @@ from claims.devices.states import (
 )
 from claims.devices.usage import _capacity_rows
 from claims.models import AllocatedDevice
+from dralib.allocator.quantity import parse_quantity
 from inventory.models import Device, DeviceClass, Pool
 
 API_VERSION = "resource.k8s.io/v1alpha3"

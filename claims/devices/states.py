@@ -45,9 +45,9 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast
 
-from claims.allocator.quantity import exact_amount
 from claims.devices.health import reported_unhealthy_keys
 from claims.models import AllocatedDevice
+from dralib.allocator.quantity import exact_amount
 from inventory.choices import DeviceState, TaintEffect
 from inventory.models import CounterSet, Device, DeviceTaintRule
 

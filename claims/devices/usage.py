@@ -15,8 +15,8 @@ from django.db.models import (
     Q,
 )
 
-from claims.allocator.quantity import parse_quantity
 from claims.models import AllocatedDevice
+from dralib.allocator.quantity import parse_quantity
 from inventory.models import Device, Pool
 
 

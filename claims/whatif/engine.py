@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.headroom import Progress, place_copies, stranded_devices
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.options import Options
@@ -21,6 +20,7 @@ from claims.whatif.simulation import (
     flatten_devices,
     report_dict,
 )
+from dralib.allocator.nodeselection import NodeSelector
 
 # node -> (filter, reason) of the scheduler filter that removes it, ("", "") when none does.
 NodeCheck = Callable[[JSON], tuple[str, str]]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.inputs import JSON, InputClaim
 from claims.whatif.simulation import NodeVerdict, Simulation
+from dralib.allocator.nodeselection import NodeSelector
 
 # progress(done, total, phase)
 Progress = Callable[[int, int, str], None]

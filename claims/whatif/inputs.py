@@ -15,16 +15,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from claims.allocator.cel import MAX_EXPRESSION_LENGTH, CELError, CELOptions, compile_selector
-from inventory.kube.documents import DocumentError, Limits, check_value, list_items
-from inventory.kube.documents import load_documents as parse_documents
-from inventory.kube.normalize import NormalizeError, normalize
+from dralib.allocator.cel import MAX_EXPRESSION_LENGTH, CELError, CELOptions, compile_selector
+from dralib.kube.documents import DocumentError, Limits, check_value, list_items
+from dralib.kube.documents import load_documents as parse_documents
+from dralib.kube.normalize import NormalizeError, normalize
 
 JSON = dict[str, Any]
 
 MAX_TEXT_BYTES = 512 * 1024
 MAX_DOCUMENTS = 64
-# What a pasted manifest may cost to parse; see inventory.kube.documents.
+# What a pasted manifest may cost to parse; see dralib.kube.documents.
 INPUT_LIMITS = Limits(max_bytes=MAX_TEXT_BYTES, max_documents=MAX_DOCUMENTS, max_nodes=200_000)
 MAX_CLAIMS = 32
 MAX_REQUESTS_PER_CLAIM = 32

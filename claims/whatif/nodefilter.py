@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claims.allocator.nodeselection import NodeInfo, NodeSelector
 from claims.whatif.inputs import JSON, WhatIfError
+from dralib.allocator.nodeselection import NodeInfo, NodeSelector
 
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 _FILTERED_EFFECTS = ("NoSchedule", "NoExecute")

@@ -2,7 +2,7 @@
 
 Every bad value is a `WhatIfError` naming the option (`count`, `nodeSelector`, `assume[2].node`).
 
-Node selectors are parsed by `inventory.kube.selectors` (shared with the fake API server);
+Node selectors are parsed by `dralib.kube.selectors` (shared with the fake API server);
 `Requirement` is re-exported here because `Options.node_selector` holds them.
 """
 
@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claims.allocator import Features, ScenarioError
 from claims.whatif.inputs import JSON, WhatIfError
 from claims.whatif.shapes import parse_shape, shape_devices
-from inventory.kube.selectors import Requirement, SelectorError, parse_label_selector
+from dralib.allocator import Features, ScenarioError
+from dralib.kube.selectors import Requirement, SelectorError, parse_label_selector
 
 __all__ = [
     "ASSUME_OPS",

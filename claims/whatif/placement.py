@@ -18,7 +18,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from claims.allocator.nodeselection import NodeSelector
 from claims.whatif.engine import (
     BEST_NODES,
     Progress,
@@ -31,6 +30,7 @@ from claims.whatif.inputs import JSON, InputClaim
 from claims.whatif.pods import InputPod, distinct_claims
 from claims.whatif.simulation import NodeVerdict, Simulation
 from claims.whatif.workloads import DAEMONSET_TOLERATIONS, MAX_PODS
+from dralib.allocator.nodeselection import NodeSelector
 
 # Nodes listed per pod under `filtered` (the counts per filter cover all of them).
 MAX_FILTERED_LISTED = 20

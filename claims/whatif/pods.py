@@ -1,6 +1,6 @@
 """What-if documents turned into the pods to place, each with its claims and node filters.
 
-Accepted, in any API version `inventory.kube.normalize` supports: Pods and workloads with a pod
+Accepted, in any API version `dralib.kube.normalize` supports: Pods and workloads with a pod
 template (expanded by `workloads`), ResourceClaims and ResourceClaimTemplates (looked up among
 the documents first, then in the database, when a pod names them), Namespaces (their labels
 decide the admin-access check), a bare claim spec (`{"devices": ...}`). Claims and templates

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from claims.allocator import ALLOCATION_RESULTS_MAX_SIZE
-from claims.allocator.quantity import Quantity, QuantityError
 from claims.whatif.inputs import JSON, InputClaim
+from dralib.allocator import ALLOCATION_RESULTS_MAX_SIZE
+from dralib.allocator.quantity import Quantity, QuantityError
 
 CLAIM_COUNT_KEY = "count/resourceclaims.resource.k8s.io"
 

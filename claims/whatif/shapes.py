@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from claims.whatif.inputs import JSON, WhatIfError
-from inventory.kube.normalize import NormalizeError, normalize
+from dralib.kube.normalize import NormalizeError, normalize
 
 PLACEHOLDER = "{node}"
 MAX_SHAPE_SLICES = 64

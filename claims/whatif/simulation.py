@@ -15,7 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claims.allocator import (
+from claims.whatif.follow import ViewChange, holder_keys, holders
+from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
+from claims.whatif.state import ClusterView, selector_cache
+from dashboard.cancel import stop_check
+from dralib.allocator import (
     AllocatedState,
     AllocationError,
     AllocationTimeout,
@@ -24,12 +28,8 @@ from claims.allocator import (
     NodeAllocationError,
     NodeInfo,
 )
-from claims.allocator.explain import STAGES, RequestReport, explain
-from claims.allocator.nodeselection import NodeSelector, node_matches
-from claims.whatif.follow import ViewChange, holder_keys, holders
-from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
-from claims.whatif.state import ClusterView, selector_cache
-from dashboard.cancel import stop_check
+from dralib.allocator.explain import STAGES, RequestReport, explain
+from dralib.allocator.nodeselection import NodeSelector, node_matches
 
 # Questions whose per-node verdicts a followed simulation keeps (most recent first).
 MEMO_QUESTIONS = 8

@@ -16,7 +16,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from claims.allocator import SelectorCache, SliceCache
 from claims.snapshot import (
     ClusterState,
     cluster_fingerprint,
@@ -26,6 +25,7 @@ from claims.snapshot import (
 from claims.whatif.inputs import JSON, WhatIfError
 from claims.whatif.options import check_added_devices
 from claims.whatif.shapes import shape_devices, stamp
+from dralib.allocator import SelectorCache, SliceCache
 
 # Selector results are keyed by device content, which stays valid across cluster states; a cache
 # past this many entries is dropped so a long-lived worker's memory stays bounded.

@@ -20,7 +20,7 @@ from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.logging import object_context
-from inventory.kube.normalize import normalize
+from dralib.kube.normalize import normalize
 from inventory.models import SkippedObject
 from inventory.sync.core import (
     JSON,

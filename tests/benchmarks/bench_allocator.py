@@ -32,19 +32,19 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-from claims.allocator import (  # noqa: E402
+from dralib.allocator import (  # noqa: E402
     Allocator,
     SelectorCache,
     SliceCache,
     allocate_scenario,
     allocator_from_scenario,
 )
-from claims.allocator.cel import (  # noqa: E402
+from dralib.allocator.cel import (  # noqa: E402
     CELOptions,
     DeviceInput,
     compile_selector,
 )
-from claims.allocator.cel import evaluations as cel_evaluations  # noqa: E402
+from dralib.allocator.cel import evaluations as cel_evaluations  # noqa: E402
 
 BENCH_DIR = REPO_ROOT / ".." / "shared" / "bench"
 SCENARIO = BENCH_DIR / "allocator-1000-nodes.json"

@@ -32,7 +32,7 @@ def main() -> None:
 
     from claims.models import ResourceClaim
     from demo.generator import generate_demo_cluster
-    from inventory.kube.documents import dump_yaml, load_documents
+    from dralib.kube.documents import dump_yaml, load_documents
     from inventory.models import Device, Node
     from inventory.snapshot import import_files, import_limits
 

@@ -37,13 +37,18 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from demo.server import load_demo  # noqa: E402
-from inventory.kube.client import load_client  # noqa: E402
-from inventory.kube.fakeapi import ChurnLoop, FakeApiServer  # noqa: E402
-from inventory.kube.kinds import KINDS  # noqa: E402
-from inventory.kube.watch import KindWatcher, WatchOptions, run_kind  # noqa: E402
-from inventory.kube.watch import loop as watch_loop  # noqa: E402
+from dralib.kube.client import load_client  # noqa: E402
+from dralib.kube.fakeapi import ChurnLoop, FakeApiServer  # noqa: E402
+from dralib.kube.kinds import KINDS  # noqa: E402
 from inventory.models import SyncState  # noqa: E402
 from inventory.sync import handler_for  # noqa: E402
+from inventory.sync.watch import (  # noqa: E402
+    DatabaseSink,
+    KindWatcher,
+    options_from_settings,
+    run_kind,
+)
+from inventory.sync.watch import loop as watch_loop  # noqa: E402
 
 
 def maxrss_mb() -> float:
@@ -137,7 +142,7 @@ def converged(server: ApiServerProcess) -> bool:
 
 
 def initial_sync(server: ApiServerProcess, kubeconfig: Path, *, trace: bool) -> None:
-    options = WatchOptions.from_settings()
+    options = options_from_settings()
     if trace:
         tracemalloc.start()
     rss_before = maxrss_mb()
@@ -147,15 +152,15 @@ def initial_sync(server: ApiServerProcess, kubeconfig: Path, *, trace: bool) -> 
         watcher = KindWatcher(
             spec,
             client_factory=lambda: load_client(kubeconfig=kubeconfig),
-            identity="bench",
+            sink=DatabaseSink(kind, watcher="bench"),
             stop=threading.Event(),
             options=options,
         )
-        from inventory.kube.watch import state
+        from inventory.sync.watch import state
 
         state.claim_kind(kind, watcher="bench")
         watcher.client = watcher.client_factory()
-        from inventory.kube.discovery import discover
+        from dralib.kube.discovery import discover
 
         served = discover(watcher.client, [spec])[kind]
         if served.version is None:
@@ -190,7 +195,7 @@ class Watchers:
         # By default they resume from the cursors the initial sync stored (proven safe by the
         # cursor check), as a restarted worker does when its cursor is valid: this measures
         # watch ingest, not a relist.
-        options = WatchOptions.from_settings(heartbeat_every=2.0, list_on_start=list_on_start)
+        options = options_from_settings(heartbeat_every=2.0, list_on_start=list_on_start)
         self.threads = [
             threading.Thread(
                 target=run_kind,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dashboard.renderers import KubeYAMLRenderer
-from inventory.kube.documents import load_documents
+from dralib.kube.documents import load_documents
 
 
 def test_shared_values_are_written_out_not_aliased() -> None:

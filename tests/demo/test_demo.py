@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from claims.allocator.quantity import Quantity
 from demo.catalog import ADMIN_CLAIM_SPEC, ADMIN_TEMPLATE, CLAIM_SPECS, DemoError
 from demo.churn import DemoChurn
 from demo.generator import generate_demo_cluster
-from inventory.kube.documents import load_documents
+from dralib.allocator.quantity import Quantity
+from dralib.kube.documents import load_documents
 
 NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
 WITH_GENERATION = {

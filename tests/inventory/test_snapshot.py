@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 
 from claims.choices import ClaimState
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
-from inventory.kube.documents import list_items
+from dralib.kube.documents import list_items
 from inventory.models import Device, DeviceClass, Namespace, Node, Pool, ResourceSlice
 from inventory.snapshot import SnapshotError, import_files, import_texts, write_snapshot
 

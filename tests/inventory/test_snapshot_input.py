@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from claims.models import Pod, ResourceClaim
-from inventory.kube.documents import DEFAULT_LIMITS, stable_uid
+from dralib.kube.documents import DEFAULT_LIMITS, stable_uid
 from inventory.models import DeviceClass, ResourceSlice
 from inventory.snapshot import SnapshotError, import_files, import_limits, import_texts
 

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from demo.catalog import DemoError
 from demo.generator import generate_demo_cluster
-from inventory.kube.documents import SafeDumper
+from dralib.kube.documents import SafeDumper
 
 
 def write_objects(out: IO[str], objects: list[dict[str, Any]], *, fmt: str) -> None:

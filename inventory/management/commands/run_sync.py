@@ -15,8 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from inventory.kube.kinds import KINDS
-from inventory.kube.watch import start_watchers
+from dralib.kube.kinds import KINDS
+from inventory.sync.watch import start_watchers
 
 
 class Command(BaseCommand):

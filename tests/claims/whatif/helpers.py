@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from claims.allocator import allocate_scenario
 from claims.snapshot import read_cluster_state
+from dralib.allocator import allocate_scenario
 
 URL = "/api/claims/what-if/"
 

@@ -7,12 +7,12 @@ import copy
 import pytest
 import yaml
 
-from claims.allocator.limits import RESOURCE_SLICE_MAX_DEVICES
 from claims.whatif import service, state
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_ADDED_DEVICES, MAX_ADDED_NODES, parse_assume
 from claims.whatif.service import kept_simulations, what_if
 from claims.whatif.simulation import Simulation
+from dralib.allocator.limits import RESOURCE_SLICE_MAX_DEVICES
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.test_add_node_shape import _gpu, gpu_shape
 from tests.claims.whatif.test_budget import hostile_cluster

@@ -19,7 +19,7 @@ import pytest
 
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.service import what_if
-from inventory.kube.normalize import NormalizeError, normalize
+from dralib.kube.normalize import NormalizeError, normalize
 from tests.claims.whatif.conftest import load_objects
 from tests.paths import CONFORMANCE
 

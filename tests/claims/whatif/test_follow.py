@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from claims.allocator import AllocatedState, SliceCache
 from claims.snapshot import read_cluster_state
 from claims.whatif.options import parse_options
 from claims.whatif.pods import parse_input
 from claims.whatif.service import _live, answer_for, what_if
 from claims.whatif.simulation import Simulation
 from claims.whatif.state import build_view
+from dralib.allocator import AllocatedState, SliceCache
 from inventory.sync import apply_events, upsert_events
 from tests.claims.whatif.helpers import claim_yaml
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from inventory.kube.client import KubeClient, load_client
-from inventory.kube.fakeapi import FakeApiServer
-from inventory.kube.kinds import KINDS
-from inventory.kube.watch import WatchOptions, run_kind, write_guard
-from inventory.kube.watch import state as watch_state
+from dralib.kube.client import KubeClient, load_client
+from dralib.kube.fakeapi import FakeApiServer
+from dralib.kube.kinds import KINDS
 from inventory.sync import handler_for
+from inventory.sync.watch import WatchOptions, run_kind, write_guard
+from inventory.sync.watch import state as watch_state
 
 # Short timings so faults resolve in well under a second each.
 FAST = WatchOptions(

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from inventory.kube.client import ApiStatusError
-from inventory.kube.watch import CannedSource, batch_events
+from dralib.kube.client import ApiStatusError
+from inventory.sync.watch import CannedSource, batch_events
 
 
 def event(kind: str, name: str, rv: int) -> dict:
@@ -109,7 +109,7 @@ class TimedSource:
         return self.now
 
     def next_event(self, timeout: float):
-        from inventory.kube.watch.batching import Signal
+        from inventory.sync.watch.batching import Signal
 
         if not self.arrivals:
             return Signal.END

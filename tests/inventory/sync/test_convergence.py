@@ -12,12 +12,12 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from inventory.kube.fakeapi import FakeApiServer
-from inventory.kube.kinds import KINDS
-from inventory.kube.watch import KindWatcher, write_guard
-from inventory.kube.watch import state as watch_state
+from dralib.kube.fakeapi import FakeApiServer
+from dralib.kube.kinds import KINDS
 from inventory.models import SyncState
 from inventory.sync import BatchResult, handler_for
+from inventory.sync.watch import DatabaseSink, KindWatcher, write_guard
+from inventory.sync.watch import state as watch_state
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import FAST, db_state, server_state, wait_converged, wait_for
 
@@ -210,7 +210,7 @@ def _factory_for(server: FakeApiServer):
 def load_client_from(config: dict):
     import tempfile
 
-    from inventory.kube.client import load_client
+    from dralib.kube.client import load_client
 
     with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as handle:
         yaml.safe_dump(config, handle)
@@ -295,7 +295,7 @@ def test_replayed_events_change_nothing(server, watchers, monkeypatch) -> None:
 
 def test_list_continue_expired_is_gone(server, client_factory) -> None:
     """A continue token older than the history answers HTTP 410, which the client maps to Gone."""
-    from inventory.kube.client import ApiStatusError
+    from dralib.kube.client import ApiStatusError
 
     populate(server)
     client = client_factory()
@@ -316,7 +316,11 @@ def test_sigterm_flag_stops_after_the_current_batch(server, client_factory) -> N
     populate(server)
     stop = threading.Event()
     watcher = KindWatcher(
-        KINDS["Node"], client_factory=client_factory, identity="t-1", stop=stop, options=FAST
+        KINDS["Node"],
+        client_factory=client_factory,
+        sink=DatabaseSink("Node", watcher="t-1"),
+        stop=stop,
+        options=FAST,
     )
     thread = threading.Thread(target=watcher.run, daemon=True)
     thread.start()
@@ -334,13 +338,13 @@ def test_a_failed_watch_list_write_closes_its_stream(server, watchers, monkeypat
 
     from django.db import OperationalError
 
-    from inventory.kube.watch import loop as watch_loop
+    from inventory.sync.watch import store as watch_store
 
     populate(server)
     # Readers other tests left running are not this test's concern.
     before = set(threading.enumerate())
     failures = [0]
-    original = watch_loop.replace_all
+    original = watch_store.replace_all
 
     def refusing(kind, pairs, **options):
         if kind == "Node" and failures[0] < 2:
@@ -348,7 +352,7 @@ def test_a_failed_watch_list_write_closes_its_stream(server, watchers, monkeypat
             raise OperationalError("database is down")
         return original(kind, pairs, **options)
 
-    monkeypatch.setattr(watch_loop, "replace_all", refusing)
+    monkeypatch.setattr(watch_store, "replace_all", refusing)
     watchers.start("Node")
     wait_converged(server, "Node")
     assert failures[0] == 2

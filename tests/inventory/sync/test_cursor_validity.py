@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from inventory.kube.client import KubeClient, load_client
-from inventory.kube.fakeapi import FakeApiServer
-from inventory.kube.kinds import KINDS
-from inventory.kube.watch import KindWatcher, write_guard
-from inventory.kube.watch import state as watch_state
+from dralib.kube.client import KubeClient, load_client
+from dralib.kube.fakeapi import FakeApiServer
+from dralib.kube.kinds import KINDS
 from inventory.models import SyncState
 from inventory.sync import handler_for
+from inventory.sync.watch import DatabaseSink, KindWatcher, write_guard
+from inventory.sync.watch import state as watch_state
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import FAST, server_state, wait_for
 
@@ -269,11 +269,11 @@ def test_not_served_is_neutral_and_logged_once(server, client_factory, caplog) -
     watcher = KindWatcher(
         KINDS["ResourceClass"],
         client_factory=client_factory,
-        identity="t",
+        sink=DatabaseSink("ResourceClass", watcher="t"),
         stop=stop,
         options=options,
     )
-    with caplog.at_level(logging.INFO, logger="inventory.kube.watch.loop"):
+    with caplog.at_level(logging.INFO, logger="inventory.sync.watch.loop"):
         thread = threading.Thread(target=watcher.run, daemon=True)
         thread.start()
         wait_for(lambda: SyncState.objects.filter(kind="ResourceClass", served=False).exists())

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.kube.discovery import discover
-from inventory.kube.fakeapi import FakeApiServer
-from inventory.kube.kinds import KINDS
-from inventory.kube.normalize import normalize, to_version
-from inventory.kube.watch import write_guard
+from dralib.kube.discovery import discover
+from dralib.kube.fakeapi import FakeApiServer
+from dralib.kube.kinds import KINDS
+from dralib.kube.normalize import normalize, to_version
 from inventory.models import DeviceClass, ResourceSlice, SyncState
+from inventory.sync.watch import write_guard
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import wait_converged, wait_for
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.kube.client import ApiStatusError, TransportError
-from inventory.kube.watch import CannedSource
-from inventory.kube.watch.batching import WatchListUnsupported, batch_events, initial_events
+from dralib.kube.client import ApiStatusError, TransportError
+from inventory.sync.watch import CannedSource
+from inventory.sync.watch.batching import WatchListUnsupported, batch_events, initial_events
 
 OPTIONS = {"kind": "Node", "api_version": "v1", "path": "/api/v1/nodes"}
 

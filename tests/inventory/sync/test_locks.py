@@ -8,9 +8,9 @@ import uuid
 import pytest
 from django.conf import settings
 
-from inventory.kube.watch import write_guard
 from inventory.locks import LocalLock, RedisLock, watcher_lock
 from inventory.models import SyncState
+from inventory.sync.watch import write_guard
 from inventory.tasks import watch_kind
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import wait_converged, wait_for

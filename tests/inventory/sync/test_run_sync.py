@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from inventory.kube.watch import write_guard
 from inventory.models import SyncState
+from inventory.sync.watch import write_guard
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import db_state, server_state
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.kube.watch import write_guard
 from inventory.models import ResourceSlice, SkippedObject, SyncState
+from inventory.sync.watch import write_guard
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import wait_converged, wait_for
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.kube.watch import state
 from inventory.models import SyncState
+from inventory.sync.watch import state
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from inventory.kube.fakeapi import FakeApiServer
+from dralib.kube.fakeapi import FakeApiServer
 from inventory.locks import LOCK_PREFIX
 from inventory.sync import handler_for
 from tests.inventory.sync import objects

@@ -35,8 +35,8 @@ def main() -> None:
         call_command("migrate", verbosity=0, interactive=False)
         return
 
-    from inventory.kube.client import load_client
-    from inventory.kube.watch import run_kind
+    from dralib.kube.client import load_client
+    from inventory.sync.watch import run_kind
     from tests.inventory.sync.conftest import FAST
 
     stop = threading.Event()

@@ -1,0 +1,100 @@
+"""The database side of the watch loop: a `Sink` that writes one kind through `inventory.sync`.
+
+Every write is one transaction under the SQLite write guard, fenced on the kind's SyncState row
+(`state.fenced_update`): a watcher that lost the kind to another rolls its batch back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import close_old_connections, transaction
+
+from inventory.sync import apply_events, handed_over, replace_all
+from inventory.sync.watch import state
+from inventory.sync.watch.sink import JSON, Cursor
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseSink:
+    """Writes one kind's objects and its SyncState for the watcher named `watcher`."""
+
+    def __init__(self, kind: str, *, watcher: str) -> None:
+        self.kind = kind
+        self.watcher = watcher
+
+    def open(self) -> Cursor:
+        with state.write_guard():
+            stored = state.claim_kind(self.kind, watcher=self.watcher)
+        return Cursor(
+            resource_version=stored.resource_version,
+            served_version=stored.served_version,
+            cluster_uid=stored.cluster_uid,
+            valid=stored.cursor_valid,
+        )
+
+    def close(self) -> None:
+        state.release_kind(self.kind, watcher=self.watcher)
+
+    def replace(
+        self,
+        items: list[JSON],
+        *,
+        resource_version: str,
+        served_version: str,
+        cluster_uid: str,
+    ) -> None:
+        close_old_connections()
+        with state.write_guard(), transaction.atomic():
+            replace_all(self.kind, ((raw, None) for raw in handed_over(items)))
+            state.record_list(
+                self.kind,
+                watcher=self.watcher,
+                served_version=served_version,
+                resource_version=resource_version,
+                cluster_uid=cluster_uid,
+            )
+
+    def apply(self, events: list[tuple[str, JSON]], *, resource_version: str, rate: float) -> None:
+        close_old_connections()
+        with state.write_guard(), transaction.atomic():
+            result = apply_events(self.kind, events)
+            state.record_batch(
+                self.kind,
+                watcher=self.watcher,
+                result=result,
+                resource_version=resource_version,
+                events=len(events),
+                rate=rate,
+            )
+
+    def bookmark(self, *, rate: float) -> None:
+        state.heartbeat(self.kind, watcher=self.watcher, rate=rate)
+
+    def verified(self) -> None:
+        state.record_verified(self.kind, watcher=self.watcher)
+
+    def cursor_invalid(self) -> None:
+        state.record_cursor_invalid(self.kind, watcher=self.watcher)
+
+    def cluster_seen(self, cluster_uid: str) -> None:
+        state.record_cluster(self.kind, watcher=self.watcher, cluster_uid=cluster_uid)
+
+    def cluster_changed(self, cluster_uid: str) -> None:
+        state.forget_cluster(self.kind, watcher=self.watcher, cluster_uid=cluster_uid)
+
+    def not_served(self, message: str) -> None:
+        with state.write_guard(), transaction.atomic():
+            # The cluster has none of these: the database must not keep any either.
+            replace_all(self.kind, [])
+            state.record_not_served(self.kind, watcher=self.watcher, message=message)
+
+    def error(self, message: str) -> None:
+        try:
+            state.record_error(self.kind, watcher=self.watcher, message=message)
+        except Exception:  # noqa: BLE001 - the database may be what failed
+            log.exception("%s: could not record the error", self.kind)
+
+    def idle(self) -> None:
+        close_old_connections()
