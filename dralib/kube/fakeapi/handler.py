@@ -21,15 +21,16 @@ import contextlib
 import json
 import select
 import socket
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
 from dralib.kube.fakeapi import options, resources
-from dralib.kube.fakeapi.faults import Fault, Verb
+from dralib.kube.fakeapi.faults import Fault, FaultPlan, Verb
 from dralib.kube.fakeapi.resources import DRA_GROUP, ResourceType
 from dralib.kube.fakeapi.selectors import (
     Predicate,
@@ -37,10 +38,39 @@ from dralib.kube.fakeapi.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from dralib.kube.fakeapi.store import Change, Expired, Key, Obj, TooLarge
+from dralib.kube.fakeapi.store import Change, Expired, Key, Obj, ObjectStore, TooLarge
 
-if TYPE_CHECKING:
-    from dralib.kube.fakeapi.server import FakeApiServer
+
+class ServedApp(Protocol):
+    """What a request handler reads and tells of the server it serves (`FakeApiServer`).
+
+    Declared here, so that the handler needs nothing of the server module, which imports it.
+    """
+
+    host: str
+    port: int
+    token: str | None
+    bookmark_interval: float
+    max_watch_seconds: float
+    too_large_wait: float
+    watch_list: bool
+    list_items_with_type_meta: bool
+    continue_expired_token: bool
+    _store: ObjectStore
+    _faults: FaultPlan
+    _stopping: threading.Event
+
+    @property
+    def served_versions(self) -> tuple[str, ...]: ...
+
+    def _record_request(self, method: str, path: str, query: dict[str, str]) -> None: ...
+
+    def _track_connection(self, conn: socket.socket, *, opened: bool) -> None: ...
+
+    def _watch_opened(self) -> None: ...
+
+    def _watch_closed(self) -> None: ...
+
 
 _POLL = 0.25
 
@@ -51,7 +81,7 @@ class FakeHttpServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], app: FakeApiServer) -> None:
+    def __init__(self, address: tuple[str, int], app: ServedApp) -> None:
         self.app = app
         super().__init__(address, KubeRequestHandler)
 
@@ -132,7 +162,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
     server: FakeHttpServer
 
     @property
-    def app(self) -> FakeApiServer:
+    def app(self) -> ServedApp:
         return self.server.app
 
     def setup(self) -> None:
