@@ -26,19 +26,28 @@ RUN python -m venv "$VIRTUAL_ENV" \
     && pip install -c constraints.txt . \
     && pip uninstall --yes dra-dashboard
 
+# Every package pyproject.toml lists (tests/deploy/test_image.py builds /app from these lines).
 COPY manage.py ./
+COPY dralib dralib
 COPY dashboard dashboard
 COPY inventory inventory
 COPY claims claims
+COPY console console
+COPY demo demo
 COPY templates templates
 COPY static static
 COPY deploy/entrypoint.sh /usr/local/bin/dra-dashboard
 
-# Static files are collected at build time (compressed, served by WhiteNoise); the key only lets
-# settings load and is never used at run time.
-RUN DASHBOARD_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput -v0 \
-    && python -m compileall -q dashboard inventory claims \
-    && useradd --uid 10001 --user-group --no-create-home --home-dir /nonexistent dashboard
+# Static files are collected at build time (compressed, served by WhiteNoise), and every module is
+# byte-compiled because the root filesystem is read-only at run time. The key only lets settings
+# load for this step: it is not an ENV, so it is not in the image's environment and never signs
+# anything. The in-memory database keeps settings from creating a SQLite file (and a root-owned
+# DASHBOARD_VAR_DIR) in the image.
+RUN DASHBOARD_SECRET_KEY=build-only-collectstatic-key-never-used-at-run-time \
+    DASHBOARD_DATABASE_URL=sqlite:///:memory: \
+    python manage.py collectstatic --noinput -v0 \
+    && python -m compileall -q .
+RUN useradd --uid 10001 --user-group --no-create-home --home-dir /nonexistent dashboard
 
 # Non-root; the root filesystem can be mounted read-only (only /tmp must be writable).
 USER 10001:10001
