@@ -11,11 +11,11 @@ from django.urls import reverse
 
 from claims.models import ResourceClaimTemplate
 from claims.pages import shape_what_if
+from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_COUNT
-from claims.whatif.service import what_if as simulate
+from claims.whatif.request import read_input, read_request, run_request
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
-from dralib.kube.documents import DocumentError, load_documents
 from inventory.models import SkippedObject, SyncState
 
 
@@ -59,62 +59,44 @@ def sync_status(request: HttpRequest) -> HttpResponse:
     )
 
 
-class WhatIfInputError(ValueError):
-    """The what-if form's input cannot be read; the message names the field."""
+# Form fields, named as the API's request keys (the page's form is the API's query string);
+# `file` (an upload) is read as well.
+WHAT_IF_FIELDS = ("yaml", "template", "count", "nodes", "nodeSelector", "namespace", "assume")
+# Older names of form fields, still read from result links made before the rename.
+_RENAMED_FIELDS = {"nodes": "node", "nodeSelector": "node_selector"}
+# A result link carries the claim text in its query; longer texts get no link.
+MAX_SHARED_YAML = 8 * 1024
 
 
-MAX_WHAT_IF_BYTES = 256 * 1024
+def form_values(form: QueryDict) -> dict[str, str]:
+    """The form's fields as typed (blank when absent; `count` defaults to 1)."""
+    values = {}
+    for name in WHAT_IF_FIELDS:
+        value = form.get(name) or form.get(_RENAMED_FIELDS.get(name, ""), "")
+        values[name] = value or ("1" if name == "count" else "")
+    return values
 
 
 def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tuple[Any, str]:
     """What to simulate (YAML text or a stored object) and a label saying where it came from.
 
     An uploaded file wins over the text box, which wins over a picked template
-    (`namespace/name` of a stored ResourceClaimTemplate). The what-if service parses the text
-    (ResourceClaims, a template, a Pod or workload, several documents) and names bad fields.
+    (`namespace/name` of a stored ResourceClaimTemplate). Nothing given is (None, ""): the
+    request then lacks its input, which `read_request` reports as the API does. The what-if
+    service parses the text (ResourceClaims, a template, a Pod or workload, several documents)
+    and names bad fields.
     """
-
     if upload is not None:
-        if upload.size > MAX_WHAT_IF_BYTES:
-            raise WhatIfInputError(f"file: {upload.name} is larger than 256 KiB")
-        try:
-            return upload.read().decode("utf-8"), f"file {upload.name}"
-        except UnicodeDecodeError:
-            raise WhatIfInputError(f"file: {upload.name} is not UTF-8 text") from None
+        return read_input(upload), f"file {upload.name}"
     if text.strip():
         return text, "pasted YAML"
     if template:
         namespace, _, name = template.partition("/")
         row = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
         if row is None:
-            raise WhatIfInputError(f"template: no ResourceClaimTemplate {template!r}")
+            raise WhatIfError("template", f"no ResourceClaimTemplate {template!r}")
         return dict(row.obj), f"ResourceClaimTemplate {template}"
-    raise WhatIfInputError("claim: paste or upload a ResourceClaim, or pick a template")
-
-
-WHAT_IF_FIELDS = ("yaml", "template", "count", "node", "node_selector", "namespace", "assume")
-
-
-def read_assume(text: str) -> list[Any] | None:
-    """The `assume` box: a YAML or JSON list of changes (one change alone is a list of one)."""
-    if not text.strip():
-        return None
-    try:
-        documents = list(load_documents(text, source="assume"))
-    except DocumentError as exc:
-        raise WhatIfInputError(f"assume: {exc}") from None
-    if len(documents) != 1:
-        raise WhatIfInputError("assume: expected one YAML or JSON list of changes")
-    value = documents[0].value
-    if isinstance(value, dict):
-        return [value]
-    if not isinstance(value, list):
-        raise WhatIfInputError("assume: expected a list of changes like {op: remove-node, ...}")
-    return value
-
-
-# A result link carries the claim text in its query; longer texts get no link.
-MAX_SHARED_YAML = 8 * 1024
+    return None, ""
 
 
 @read_access
@@ -129,7 +111,7 @@ def what_if(request: HttpRequest) -> HttpResponse:
             )
         ),
         "max_count": MAX_COUNT,
-        "values": {name: form.get(name, "1" if name == "count" else "") for name in WHAT_IF_FIELDS},
+        "values": form_values(form),
         "error": "",
         "result": None,
     }
@@ -139,7 +121,8 @@ def what_if(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" or shared:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        context.update(run_what_if(request, form))
+        upload = request.FILES.get("file") if request.method == "POST" else None
+        context.update(run_what_if(context["values"], upload=upload))
     return render_page(
         request,
         template="console/what_if.html",
@@ -161,28 +144,20 @@ def share_url(values: dict[str, str]) -> str:
     return f"{reverse('what-if')}?{query.urlencode()}"
 
 
-def run_what_if(request: HttpRequest, form: QueryDict) -> dict[str, Any]:
-    """Read the form, ask claims.whatif.service.what_if, and shape its answer for the templates."""
+def run_what_if(values: dict[str, str], *, upload: Any = None) -> dict[str, Any]:
+    """Answer the form through the API's request path and shape the answer for the templates.
 
-    upload = request.FILES.get("file") if request.method == "POST" else None
+    The picked input is the request's `yaml`; the other fields are its options given as text,
+    read by `read_request` as the API reads its query string, and `run_request` answers.
+    """
     try:
         source, label = read_claim_input(
-            text=form.get("yaml", ""),
-            upload=upload,
-            template=form.get("template", ""),
+            text=values["yaml"], upload=upload, template=values["template"]
         )
-        answer = simulate(
-            source,
-            count=form.get("count", "").strip() or 1,
-            node=form.get("node", "").strip() or None,
-            node_selector=form.get("node_selector", "").strip() or None,
-            namespace=form.get("namespace", "").strip() or None,
-            assume=read_assume(form.get("assume", "")),
-            budget=settings.WHATIF_BUDGET_SECONDS,
-        )
-    except ValueError as exc:  # WhatIfError is a ValueError naming the field
+        question = read_request({"yaml": source}, options=values)
+        answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
+    except WhatIfError as exc:
         return {"error": str(exc)}
-    values = {name: form.get(name, "") for name in WHAT_IF_FIELDS}
     if upload is not None and isinstance(source, str):
-        values["yaml"] = source
+        values = {**values, "yaml": source}
     return {"result": shape_what_if(answer), "source": label, "share_url": share_url(values)}

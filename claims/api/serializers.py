@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from claims.api.whatif_serializers import ClaimDiagnosisSerializer
 from claims.devices.health import claim_health, device_health
 from claims.devices.states import refine_device_states
 from claims.devices.usage import capacity_usage
@@ -108,9 +109,19 @@ class HealthEntrySerializer(serializers.Serializer):
     conditions = serializers.ListField(child=serializers.DictField(), required=False)
 
 
+@extend_schema_field(ClaimDiagnosisSerializer(allow_null=True))
+class DiagnosisField(serializers.JSONField):
+    """The stored diagnosis as written; typed for the schema by ClaimDiagnosisSerializer."""
+
+
 class ResourceClaimDetailSerializer(ResourceClaimSerializer):
     allocated_devices = ClaimAllocationSerializer(many=True, read_only=True)
     reservations = ReservationSerializer(many=True, read_only=True)
+    diagnosis = DiagnosisField(
+        read_only=True,
+        allow_null=True,
+        help_text="Why a pending claim does not fit (kept current).",
+    )
     health = serializers.SerializerMethodField()
 
     @extend_schema_field(HealthEntrySerializer(many=True))

@@ -3,8 +3,10 @@
 `POST /api/claims/what-if/` takes JSON ({"yaml": ..., "nodes", "nodeSelector", "count",
 "assume", "features", "namespace", "gang"}) or the raw YAML with Content-Type application/yaml
 (options then come from the query string). `POST /api/claims/what-if/jobs/` queues the same
-request and `GET /api/claims/what-if/jobs/<id>/` reads its progress and answer. Both go through
-`claims.whatif.request.run_request`. Bad input is a 400 that names the field; nothing here writes
+request and `GET /api/claims/what-if/jobs/<id>/` reads its progress and answer. Requests are
+read by `claims.whatif.request.read_request` and answered by its `run_request`, as the what-if
+page's are; the answer is the service's dict as it is, described for the schema by
+`claims.api.whatif_serializers`. Bad input is a 400 that names the field; nothing here writes
 cluster objects.
 """
 
@@ -15,19 +17,23 @@ from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from claims.tasks import TooManyJobs, create_job, get_job
+from claims.api.whatif_serializers import (
+    WhatIfAnswerSerializer,
+    WhatIfErrorSerializer,
+    WhatIfJobSerializer,
+    WhatIfRequestSerializer,
+)
+from claims.tasks import run_what_if_job
 from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
-from claims.whatif.request import REQUEST_KEYS, check_request, run_request
+from claims.whatif.jobs import TooManyJobs, create_job, get_job
+from claims.whatif.request import check_request, read_input, read_request, run_request
 from dralib.kube.documents import DocumentError, Limits, check_value, decode
-
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
-
 
 # A JSON body carries the what-if text (escaped) plus options: room for that, not more.
 BODY_LIMITS = Limits(max_bytes=4 * INPUT_LIMITS.max_bytes, max_nodes=INPUT_LIMITS.max_nodes)
@@ -66,14 +72,7 @@ class YAMLTextParser(BaseParser):
     media_type = "application/yaml"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        # One byte past the limit is enough to refuse; invalid UTF-8 is refused, not replaced.
-        data = stream.read(INPUT_LIMITS.max_bytes + 1) if stream is not None else b""
-        if not isinstance(data, bytes):
-            return {"yaml": data}
-        try:
-            return {"yaml": decode(data, limits=INPUT_LIMITS)}
-        except DocumentError as exc:
-            raise WhatIfError("yaml", str(exc)) from exc
+        return {"yaml": read_input(stream) if stream is not None else ""}
 
 
 class TextYAMLParser(YAMLTextParser):
@@ -88,49 +87,6 @@ class PlainTextParser(YAMLTextParser):
     media_type = "text/plain"
 
 
-class WhatIfRequestSerializer(serializers.Serializer):
-    """A what-if question (only types are checked here; the service checks meaning)."""
-
-    yaml = serializers.JSONField(
-        help_text="YAML or JSON text of ResourceClaims, a ResourceClaimTemplate, a Pod or a "
-        "workload with a pod template (any supported API version); or the object itself."
-    )
-    nodes = serializers.JSONField(required=False, help_text="Node names to consider.")
-    nodeSelector = serializers.JSONField(  # noqa: N815 - the API's own spelling
-        required=False, help_text="Label selector `k=v,k2 in (a,b)` or a map."
-    )
-    count = serializers.JSONField(
-        required=False, help_text='Copies to place (headroom), 1..10000 or "max".'
-    )
-    assume = serializers.JSONField(
-        required=False,
-        help_text="Changes to assume: release-claim, remove-node, add-nodes (`like` an existing "
-        "node, or a `shape`: {node, slices} with `{node}` placeholders; 1,000 added nodes and "
-        "20,000 added devices at most), taint-device, untaint-device, drop-pool (objects with "
-        "`op`).",
-    )
-    features = serializers.JSONField(required=False, help_text="Allocator feature switches.")
-    namespace = serializers.CharField(required=False, help_text="Default namespace.")
-    gang = serializers.BooleanField(
-        required=False,
-        help_text="All claims of the input on one node, all or nothing (default: pods are "
-        "placed one after another).",
-    )
-
-
-class WhatIfErrorSerializer(serializers.Serializer):
-    field = serializers.CharField()
-    detail = serializers.CharField()
-
-
-class WhatIfJobSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    status = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
-    progress = serializers.JSONField()
-    result = serializers.JSONField(allow_null=True)
-    error = serializers.JSONField(allow_null=True)
-
-
 _EXAMPLE = OpenApiExample(
     "Two GPUs",
     value={
@@ -141,26 +97,6 @@ _EXAMPLE = OpenApiExample(
     },
     request_only=True,
 )
-
-
-def read_request(request: Request) -> dict[str, Any]:
-    """The what-if request from a JSON body or raw YAML plus query parameters."""
-    data = request.data
-    if not isinstance(data, dict):
-        raise WhatIfError("body", "expected a JSON object or YAML text")
-    out = {key: data.get(key) for key in REQUEST_KEYS}
-    unknown = sorted(set(data) - set(REQUEST_KEYS))
-    if unknown:
-        raise WhatIfError(unknown[0], f"unknown field; expected {', '.join(REQUEST_KEYS)}")
-    for key in REQUEST_KEYS:
-        if out.get(key) is None and key in request.query_params:
-            value: Any = request.query_params.get(key)
-            if key in {"assume", "features"}:
-                value = parse_json(value, field=key)
-            out[key] = value
-    if out.get("yaml") in (None, ""):
-        raise WhatIfError("yaml", "required: the claim, template or pod to try")
-    return out
 
 
 def _bad(exc: WhatIfError) -> Response:
@@ -182,7 +118,7 @@ class WhatIfView(APIView):
     @extend_schema(
         request=WhatIfRequestSerializer,
         responses={
-            200: OpenApiResponse(description="The answer (see claims.whatif.service.what_if)."),
+            200: WhatIfAnswerSerializer,
             400: WhatIfErrorSerializer,
         },
         examples=[_EXAMPLE],
@@ -190,7 +126,8 @@ class WhatIfView(APIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            answer = run_request(read_request(request), budget=settings.WHATIF_BUDGET_SECONDS)
+            question = read_request(request.data, options=request.query_params)
+            answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
         except WhatIfError as exc:
             return _bad(exc)
         return Response(answer)
@@ -214,13 +151,15 @@ class WhatIfJobListView(APIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            body = read_request(request)
+            question = read_request(request.data, options=request.query_params)
             # Bad input is a 400 now, not a job that fails later.
-            check_request(body)
+            check_request(question)
         except WhatIfError as exc:
             return _bad(exc)
         try:
-            job = create_job(body, owner=str(request.user.pk or ""))
+            job = create_job(
+                question, queue=run_what_if_job.delay, owner=str(request.user.pk or "")
+            )
         except TooManyJobs as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         return Response(job, status=status.HTTP_202_ACCEPTED)

@@ -21,9 +21,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from claims.models import Pod, ResourceClaim
-from claims.snapshot import cluster_fingerprint
 from claims.whatif.engine import Simulation, evaluate
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
+from claims.whatif.listing import cluster_fingerprint
 from claims.whatif.nodefilter import NodeFilter
 from claims.whatif.options import Options
 from claims.whatif.state import build_view, cluster_state

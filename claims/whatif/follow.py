@@ -1,7 +1,7 @@
 """Following the cluster: what changed between two views, and whose answers the change touches.
 
 Reads of the database return the very same objects for rows that did not change (see
-`claims.snapshot`), so two views are compared by object identity: a changed slice, node or
+`claims.whatif.listing`), so two views are compared by object identity: a changed slice, node or
 allocated claim is an object that is in one view and not in the other. From those, `view_change`
 works out which nodes' answers may differ: the nodes that can see a changed slice's pool, the
 nodes that can see the pools whose devices a changed claim holds, the nodes whose own object

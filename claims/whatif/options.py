@@ -162,9 +162,12 @@ def _op_name(raw: Any) -> str:
 
 
 def parse_assume(value: Any) -> list[JSON]:
-    """Assumed changes, each {"op": ..., ...}; returns them in a canonical form."""
+    """Assumed changes, each {"op": ..., ...} (one change alone is a list of one); returns them
+    in a canonical form."""
     if value is None:
         return []
+    if isinstance(value, Mapping):
+        value = [value]
     if not isinstance(value, Sequence) or isinstance(value, str):
         raise WhatIfError("assume", "expected a list of changes")
     if len(value) > MAX_ASSUME:

@@ -1,20 +1,98 @@
-"""One what-if request (the HTTP body or a job's payload) mapped onto `what_if`, errors included.
+"""One what-if request, whichever door it comes in by: the REST API, the what-if page or a job.
 
-The REST view and the Celery job both call `run_request`; input too complex to even parse
-(`RecursionError`, `MemoryError`) becomes the same `WhatIfError` for both.
+A request is a mapping of `REQUEST_KEYS`, spelled as the API spells them. Every door builds one
+with `read_request` and answers it with `run_request`:
+
+- the API: its JSON object (or `{"yaml": text}` for a raw YAML body, `read_input`), options
+  also from the query string;
+- the what-if page: the input it picked (upload, text box or stored template), options from its
+  form fields, which carry the same names;
+- a job: the request the API checked (`check_request`) and queued (`claims.whatif.jobs`).
+
+Options given as text (a query string, a form) are strings; `assume` and `features` are then
+read as one YAML or JSON value. The what-if text, an upload or a raw body, and such an option
+are each bounded by `INPUT_LIMITS` (512 KiB): one limit, whichever the door. Bad input is a
+`WhatIfError` naming the field, the same from every door: a 400 body for the API, `field:
+detail` on the page, the `error` of a failed job. Input too complex to even parse
+(`RecursionError`, `MemoryError`) becomes a WhatIfError too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from claims.whatif.engine import Progress
-from claims.whatif.inputs import JSON, WhatIfError
+from claims.whatif.inputs import INPUT_LIMITS, JSON, WhatIfError
 from claims.whatif.options import REQUEST_KEYS
 from claims.whatif.service import check_question, what_if
+from dralib.kube.documents import DocumentError, decode, load_documents
 
-__all__ = ["REQUEST_KEYS", "check_request", "run_request"]
+__all__ = [
+    "REQUEST_KEYS",
+    "check_request",
+    "read_input",
+    "read_request",
+    "read_text_option",
+    "run_request",
+]
+
+# Options whose value is structured: given as text, they are read as YAML or JSON.
+_STRUCTURED = frozenset({"assume", "features"})
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> Any: ...
+
+
+def read_input(stream: Readable) -> str:
+    """The what-if text from a raw body or an uploaded file: UTF-8 within INPUT_LIMITS.
+
+    One byte past the limit is enough to refuse; invalid UTF-8 is refused, never replaced.
+    """
+    data = stream.read(INPUT_LIMITS.max_bytes + 1)
+    try:
+        return decode(data, limits=INPUT_LIMITS)
+    except DocumentError as exc:
+        raise WhatIfError("yaml", str(exc)) from exc
+
+
+def read_text_option(text: str, *, field: str) -> Any:
+    """One YAML or JSON value given as text (a query parameter, a form field)."""
+    try:
+        documents = list(load_documents(text, limits=INPUT_LIMITS))
+    except DocumentError as exc:
+        raise WhatIfError(field, str(exc)) from exc
+    if len(documents) != 1:
+        raise WhatIfError(field, "expected one YAML or JSON value")
+    return documents[0].value
+
+
+def read_request(body: Any, *, options: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The request: `body` (a mapping of REQUEST_KEYS) completed by text `options`.
+
+    A key the body leaves out (or null) is taken from `options` when given there and not blank;
+    other keys of `options` are not the request's (a form's buttons, a query's paging). The
+    input (`yaml`) is required.
+    """
+    if not isinstance(body, Mapping):
+        raise WhatIfError("body", "expected a JSON object or YAML text")
+    unknown = sorted(str(key) for key in set(body) - set(REQUEST_KEYS))
+    if unknown:
+        raise WhatIfError(unknown[0], f"unknown field; expected {', '.join(REQUEST_KEYS)}")
+    request = {key: body.get(key) for key in REQUEST_KEYS}
+    for key in REQUEST_KEYS:
+        text = (options or {}).get(key)
+        if request[key] is not None or not isinstance(text, str) or not text.strip():
+            continue
+        if key in _STRUCTURED:
+            request[key] = read_text_option(text, field=key)
+        else:
+            # Surrounding blanks of a typed name or number are not part of it; the input's are.
+            request[key] = text if key == "yaml" else text.strip()
+    if request["yaml"] in (None, ""):
+        raise WhatIfError("yaml", "required: the claim, template or pod to try")
+    return request
 
 
 def _question(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,13 +21,13 @@ import orjson
 from django.core.cache import cache
 
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
-from claims.snapshot import fingerprint_of, table_versions
 from claims.whatif.admission import api_server_checks, reserved_for_limit
 from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
 from claims.whatif.extended import class_mapping
 from claims.whatif.follow import view_change
 from claims.whatif.inputs import JSON
 from claims.whatif.kept import KeptSimulations, assumed_slices
+from claims.whatif.listing import fingerprint_of, table_versions
 from claims.whatif.nodefilter import check_all
 from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
@@ -299,7 +299,6 @@ def what_if(
     source: Any,
     *,
     nodes: Sequence[str] | str | None = None,
-    node: str | None = None,
     node_selector: str | Mapping[str, str] | None = None,
     count: int | str = 1,
     assume: Sequence[Mapping[str, Any]] | None = None,
@@ -324,10 +323,10 @@ def what_if(
     kinds are listed in `ignored`.
     Pods are placed one after another, each seeing the devices the previous took; `gang` puts
     all the input's claims on one node instead (all or nothing).
-    Options: `nodes` (names; `node` is one name) and `node_selector` (`k=v,k2 in (a,b)` or a
-    map) restrict the nodes; `count` copies (of the gang, or of the first pod) are placed
-    first-fit in node-name order, each seeing the ones before (headroom; capped at 10,000, "max"
-    for the cap); `assume` is a list of
+    Options: `nodes` (names, or one comma-separated text) and `node_selector` (`k=v,k2 in
+    (a,b)` or a map) restrict the nodes; `count` copies (of the gang, or of the first pod) are
+    placed first-fit in node-name order, each seeing the ones before (headroom; capped at
+    10,000, "max" for the cap); `assume` is a list of
     changes applied to a private copy of the cluster: {"op": "release-claim", "claim": "ns/n"},
     {"op": "remove-node", "node": n}, {"op": "add-nodes", "like": n, "count": k},
     {"op": "taint-device", "device": "drv/pool/dev", "taint": {"key", "value", "effect"}},
@@ -361,8 +360,6 @@ def what_if(
     Raises WhatIfError (a ValueError with `.field` and `.message`) for bad input.
     """
     started = time.perf_counter()
-    if node:
-        nodes = [node] if nodes is None else [*list(nodes), node]
     options = parse_options(
         nodes=nodes,
         node_selector=node_selector,

@@ -1,8 +1,8 @@
 """The cluster as what-if sees it: the last database read, cached by fingerprint, plus assumptions.
 
 Reading a 1,000-node cluster and parsing its slices costs far more than a what-if itself, so the
-last `ClusterState` is kept in the process with a `SliceCache` that outlives it; a cheap
-fingerprint query (`claims.snapshot.cluster_fingerprint`) decides whether it is still current.
+last `ClusterListing` is kept in the process with a `SliceCache` that outlives it; a cheap
+fingerprint query (`claims.whatif.listing.cluster_fingerprint`) decides whether it is still current.
 Assumed changes (`assume`) never touch that cached state: they build a `ClusterView` that shares
 every unchanged object with it, so unchanged slices stay parsed.
 """
@@ -16,13 +16,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from claims.snapshot import (
-    ClusterState,
+from claims.whatif.inputs import JSON, WhatIfError
+from claims.whatif.listing import (
+    ClusterListing,
     cluster_fingerprint,
     forget_cached_rows,
-    read_cluster_state,
+    list_cluster,
 )
-from claims.whatif.inputs import JSON, WhatIfError
 from claims.whatif.options import check_added_devices
 from claims.whatif.shapes import shape_devices, stamp
 from dralib.allocator import SelectorCache, SliceCache
@@ -34,7 +34,7 @@ _SELECTOR_CACHE_LIMIT = 500_000
 _lock = threading.Lock()
 # Held while the database is read (see cluster_state); taken before _lock, never inside it.
 _read_lock = threading.Lock()
-_cached: ClusterState | None = None
+_cached: ClusterListing | None = None
 _slice_cache = SliceCache()
 _selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
 # When the last full collection of the frozen heap ran (0: never); see _settle_heap.
@@ -58,7 +58,7 @@ class ClusterView:
 
 def cluster_state(
     *, fingerprint: str | None = None, versions: dict[str, str] | None = None
-) -> tuple[ClusterState, SliceCache]:
+) -> tuple[ClusterListing, SliceCache]:
     """The current state and the slice cache, read again only when the fingerprint changed.
 
     One SliceCache lives as long as the process: a new read returns the same objects for slices
@@ -75,7 +75,7 @@ def cluster_state(
         cached = _cached
         if cached is not None and cached.fingerprint == wanted:
             return cached, _slice_cache
-        state = read_cluster_state(versions=versions)
+        state = list_cluster(versions=versions)
         with _lock:
             _slice_cache.retain(state.slices)
             _cached = state
@@ -151,7 +151,9 @@ def _slice_pool(obj: JSON) -> tuple[str, str]:
     return str(spec.get("driver") or ""), str((spec.get("pool") or {}).get("name") or "")
 
 
-def build_view(state: ClusterState, slice_cache: SliceCache, assume: Sequence[JSON]) -> ClusterView:
+def build_view(
+    state: ClusterListing, slice_cache: SliceCache, assume: Sequence[JSON]
+) -> ClusterView:
     """Apply assumed changes in order; unknown names are a WhatIfError naming the change."""
     view = ClusterView(
         nodes=list(state.nodes),

@@ -101,7 +101,7 @@ def main() -> None:
         f"what-if answered from cache: {(time.perf_counter() - started) * 1000:.1f} ms "
         f"(cached={cached['cached']})"
     )
-    from claims.snapshot import cluster_fingerprint
+    from claims.whatif.listing import cluster_fingerprint
 
     fingerprints = []
     for _ in range(args.runs):

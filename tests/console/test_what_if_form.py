@@ -8,9 +8,12 @@ from django.test import Client
 from django.urls import reverse
 
 from claims.models import ResourceClaimTemplate
+from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
 from claims.whatif.service import what_if
-from console.views import WhatIfInputError, read_claim_input
+from console.views import read_claim_input
 from demo.catalog import GPU_DRIVER
+
+API = "/api/claims/what-if/"
 
 CLAIM = """
 apiVersion: resource.k8s.io/v1
@@ -47,19 +50,23 @@ def test_a_stored_template_can_be_picked(demo) -> None:
     assert label.endswith(f"{template.namespace}/{template.name}")
 
 
+def test_nothing_given_is_no_input() -> None:
+    """Without text, upload or template there is no input; the request path reports it."""
+    assert read_claim_input(text="  \n") == (None, "")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"text": ""}, "claim:"),
-        ({"text": "", "template": "nowhere/none"}, "template:"),
-        ({"text": "", "upload": SimpleUploadedFile("x.yaml", b"\xff\xfe")}, "file:"),
+        ({"text": "", "template": "nowhere/none"}, "template"),
+        ({"text": "", "upload": SimpleUploadedFile("x.yaml", b"\xff\xfe")}, "yaml"),
     ],
 )
 def test_unreadable_input_names_the_field(db, kwargs: dict, field: str) -> None:
-    """Missing or unreadable input raises an error that starts with the field at fault."""
-    with pytest.raises(WhatIfInputError) as error:
+    """An unknown template or an upload that is not UTF-8 is a WhatIfError naming the field."""
+    with pytest.raises(WhatIfError) as error:
         read_claim_input(**kwargs)
-    assert str(error.value).startswith(field)
+    assert error.value.field == field
 
 
 def test_a_fitting_claim_lists_the_nodes_the_service_found(demo, viewer_client: Client) -> None:
@@ -115,3 +122,64 @@ def test_assumed_changes_from_the_form_change_the_answer(demo, viewer_client) ->
     assert b'id="what-if-assumed"' in response.content
     bad = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "assume": "just text"})
     assert "assume" in bad.context["error"]
+
+
+BAD_INPUT = [
+    ("negative count", {"count": "-3"}, {"count": -3}),
+    ("bad selector", {"nodeSelector": "=x"}, {"nodeSelector": "=x"}),
+    ("unknown node", {"nodes": "nowhere"}, {"nodes": ["nowhere"]}),
+    ("assume not a list", {"assume": "just text"}, {"assume": "just text"}),
+    ("unknown op", {"assume": "- {op: explode}"}, {"assume": [{"op": "explode"}]}),
+    ("invalid YAML", {"yaml": "kind: ["}, {"yaml": "kind: ["}),
+    ("no input", {"yaml": ""}, {"yaml": None}),
+]
+
+
+@pytest.mark.parametrize(("label", "form", "body"), BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
+def test_bad_input_is_the_same_error_from_the_page_and_the_api(
+    demo, viewer_client: Client, api, label: str, form: dict, body: dict
+) -> None:
+    """The page shows `field: detail` of the 400 the API returns for the same input."""
+    page = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "count": "1", **form})
+    response = api.post(API, {"yaml": claim(1), **body}, format="json")
+    assert response.status_code == 400, response.content
+    error = response.json()
+    assert page.context["error"] == f"{error['field']}: {error['detail']}"
+
+
+def test_text_options_read_alike_from_the_form_and_the_query_string(
+    demo, viewer_client: Client, api
+) -> None:
+    """An `assume` box and an `assume` query parameter are read by one parser: one message."""
+    page = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "assume": "[[[1"})
+    response = api.generic("POST", API + "?assume=[[[1", claim(1), content_type="application/yaml")
+    assert response.status_code == 400
+    error = response.json()
+    assert error["field"] == "assume"
+    assert page.context["error"] == f"{error['field']}: {error['detail']}"
+
+
+def test_an_oversized_upload_is_refused_like_an_oversized_body(
+    demo, viewer_client: Client, api
+) -> None:
+    """One size limit: an upload and a raw YAML body past it get the same message."""
+    big = (claim(1) + "#" * INPUT_LIMITS.max_bytes).encode()
+    page = viewer_client.post(
+        reverse("what-if"), {"yaml": "", "file": SimpleUploadedFile("big.yaml", big)}
+    )
+    response = api.generic("POST", API, big, content_type="application/yaml")
+    assert response.status_code == 400
+    error = response.json()
+    assert error["field"] == "yaml" and "limit of 512.0 KiB" in error["detail"]
+    assert page.context["error"] == f"{error['field']}: {error['detail']}"
+
+
+def test_a_link_with_the_old_field_names_still_restricts_the_nodes(
+    demo, viewer_client: Client
+) -> None:
+    """Result links made before the form took the API's names (`node`) keep their meaning."""
+    node = demo["Node"][0]["metadata"]["name"]
+    response = viewer_client.get(reverse("what-if"), {"yaml": claim(1), "node": node, "run": "1"})
+    assert response.context["values"]["nodes"] == node
+    assert response.context["result"]["summary"]["nodesChecked"] == 1
+    assert "nodes=" in response.context["share_url"]

@@ -149,10 +149,11 @@ def test_the_default_cache_has_the_same_json_semantics() -> None:
 
 def test_what_if_jobs_in_the_cache_survive_json(db) -> None:
     """A what-if job document read back from the cache equals what the job module stored."""
-    from claims.tasks import create_job, get_job
+    from claims.tasks import run_what_if_job
+    from claims.whatif.jobs import create_job, get_job
 
     cache.clear()
-    job = create_job({"yaml": "not: a claim"})
+    job = create_job({"yaml": "not: a claim"}, queue=run_what_if_job.delay)
     stored = get_job(job["id"])
     assert stored is not None and stored["id"] == job["id"]
     assert stored["status"] in {"done", "failed", "queued", "running"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from claims.snapshot import read_cluster_state
+from claims.whatif.listing import list_cluster
 from dralib.allocator import allocate_scenario
 
 URL = "/api/claims/what-if/"
@@ -63,7 +63,7 @@ def answer_keys(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 def direct(claims: list[dict[str, Any]], *, mutate=None) -> dict[str, dict[str, Any]]:
     """The allocator's own answer per node for the stored cluster (optionally changed first)."""
-    state = read_cluster_state()
+    state = list_cluster()
     scenario = copy.deepcopy(state.scenario(claims))
     if mutate is not None:
         mutate(scenario)

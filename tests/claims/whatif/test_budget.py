@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
 
+from claims.whatif import simulation
 from claims.whatif.service import what_if
+from dralib.allocator import budget
+from tests import clock
 from tests.claims.whatif.conftest import load_objects
 
 DRIVER = "gpu.example.com"
@@ -74,13 +75,16 @@ def exponential_claim() -> str:
 
 
 @pytest.mark.django_db
-def test_an_exponential_search_stops_at_the_budget_with_a_partial_answer() -> None:
+def test_an_exponential_search_stops_at_the_budget_with_a_partial_answer(monkeypatch) -> None:
     """The search gives up at the budget, says so, and the nodes left are not evaluated."""
     load_objects(hostile_cluster())
-    started = time.monotonic()
+    # A tenth of a second per clock reading: the search checks the clock every CHECK_EVERY
+    # steps, so a 1 s budget is ten readings, whatever the machine's speed or load.
+    ticking = clock.install(monkeypatch, budget, simulation, tick=0.1)
     answer = what_if(exponential_claim(), budget=1, use_cache=False)
-    elapsed = time.monotonic() - started
-    assert elapsed < 1 + 1.5  # the budget plus parsing and shaping, on a loaded machine
+    # The deadline's own reading, the ten of the budget, and each node's start: not one search
+    # check past the budget.
+    assert ticking.readings <= 1 + 10 + 3
     assert answer["fits"] is False
     assert answer["gaveUp"]["budgetSeconds"] == 1
     assert "gave up after 1 s" in answer["gaveUp"]["message"]
@@ -88,9 +92,10 @@ def test_an_exponential_search_stops_at_the_budget_with_a_partial_answer() -> No
 
 
 @pytest.mark.django_db
-def test_a_partial_answer_is_not_cached() -> None:
+def test_a_partial_answer_is_not_cached(monkeypatch) -> None:
     """Asking again searches again instead of serving a timing-dependent answer."""
     load_objects(hostile_cluster(nodes=1))
+    clock.install(monkeypatch, budget, simulation, tick=0.1)
     first = what_if(exponential_claim(), budget=1)
     second = what_if(exponential_claim(), budget=1)
     assert "gaveUp" in first and second["cached"] is False

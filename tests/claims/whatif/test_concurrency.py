@@ -174,7 +174,7 @@ def test_concurrent_what_ifs_match_serial_answers(demo, fast_switching) -> None:
             connections.close_all()
 
     def churn(stop: threading.Event) -> None:
-        # A new snapshot replacing the kept one: the shared SliceCache drops and re-parses
+        # A new listing replacing the kept one: the shared SliceCache drops and re-parses
         # slices while the what-ifs parse slices and build pools from it.
         try:
             while not stop.wait(0.01):

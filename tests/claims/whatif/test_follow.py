@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from claims.snapshot import read_cluster_state
+from claims.whatif.listing import list_cluster
 from claims.whatif.options import parse_options
 from claims.whatif.pods import parse_input
 from claims.whatif.service import _live, answer_for, what_if
@@ -149,7 +149,7 @@ def _rebuilt_answer(text: str) -> dict[str, Any]:
     """The answer of a simulation built from scratch on a fresh read, outside every cache."""
     options = parse_options(count=1, explain=True)
     parsed = parse_input(text, namespace=None, lookup=lambda *_: None, extended={})
-    view = build_view(read_cluster_state(), SliceCache(), ())
+    view = build_view(list_cluster(), SliceCache(), ())
     sim = Simulation(view, features=options.feature_set())
     return answer_for(parsed, options=options, view=view, quotas=[], simulation=sim)
 
@@ -171,7 +171,7 @@ def _without_share_ids(value: Any) -> Any:
 def _assert_state_equal(sim: Simulation) -> None:
     rebuilt = AllocatedState()
     rebuilt.add_allocated_claims(
-        read_cluster_state().allocated_claims,
+        list_cluster().allocated_claims,
         consumable_capacity=sim.features.ConsumableCapacity,
     )
     followed = sim._base_state

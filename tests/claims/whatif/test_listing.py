@@ -1,4 +1,4 @@
-"""The cluster snapshot: rows decoded once per version, identity kept, one cheap fingerprint."""
+"""The cluster listing: rows decoded once per version, identity kept, one cheap fingerprint."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from claims.models import ResourceClaim
-from claims.snapshot import cluster_fingerprint, forget_cached_rows, read_cluster_state
+from claims.whatif.listing import cluster_fingerprint, forget_cached_rows, list_cluster
 from claims.whatif.service import what_if
 from inventory.models import ResourceSlice
 from inventory.sync import apply_events, upsert_events
@@ -36,14 +36,14 @@ def _node_local_slice(demo: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def _fresh_read() -> Any:
     forget_cached_rows()
-    return read_cluster_state()
+    return list_cluster()
 
 
 @pytest.mark.django_db
 def test_unchanged_rows_keep_their_objects(demo) -> None:
     """A second read returns the very same objects when nothing changed."""
-    first = read_cluster_state()
-    second = read_cluster_state()
+    first = list_cluster()
+    second = list_cluster()
     assert second.fingerprint == first.fingerprint
     assert all(a is b for a, b in zip(first.slices, second.slices, strict=True))
     assert all(a is b for a, b in zip(first.nodes, second.nodes, strict=True))
@@ -53,10 +53,10 @@ def test_unchanged_rows_keep_their_objects(demo) -> None:
 @pytest.mark.django_db
 def test_a_changed_slice_is_read_again_and_only_it(demo) -> None:
     """After one slice changes, only that slice is a new object and it carries the change."""
-    first = read_cluster_state()
+    first = list_cluster()
     target = _node_local_slice(demo)
     upsert_events("ResourceSlice", [(_changed(target), None)], publish=False)
-    second = read_cluster_state()
+    second = list_cluster()
     assert second.fingerprint != first.fingerprint
     renewed = [
         _name(new) for old, new in zip(first.slices, second.slices, strict=True) if old is not new
@@ -70,14 +70,14 @@ def test_a_changed_slice_is_read_again_and_only_it(demo) -> None:
 @pytest.mark.django_db
 def test_deleted_and_changed_rows_match_a_fresh_read(demo) -> None:
     """Deleting a slice and changing a claim gives what a read without cached rows gives."""
-    read_cluster_state()
+    list_cluster()
     gone = _node_local_slice(demo)
     apply_events("ResourceSlice", [("DELETED", gone)], publish=False)
     allocated = next(c for c in demo["ResourceClaim"] if (c.get("status") or {}).get("allocation"))
     released = _changed(allocated)
     released.pop("status")
     upsert_events("ResourceClaim", [(released, None)], publish=False)
-    cached = read_cluster_state()
+    cached = list_cluster()
     assert _name(gone) not in {_name(s) for s in cached.slices}
     assert _name(released) not in {_name(c) for c in cached.allocated_claims}
     fresh = _fresh_read()
@@ -91,7 +91,7 @@ def test_deleted_and_changed_rows_match_a_fresh_read(demo) -> None:
 @pytest.mark.django_db
 def test_allocated_claims_keep_their_results(demo) -> None:
     """Each allocated claim read carries exactly the stored allocation results."""
-    state = read_cluster_state()
+    state = list_cluster()
     stored = {
         (ns, name): (obj.get("status") or {})["allocation"]["devices"]["results"]
         for ns, name, obj, classic in ResourceClaim.objects.filter(

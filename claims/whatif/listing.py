@@ -1,8 +1,11 @@
-"""One consistent read of the database, turned into allocator input.
+"""The cluster as the scheduler's listers would give it: one consistent read of the database.
 
-The output has the shape of a conformance scenario (`../shared/conformance/README.md`): nodes,
-device classes, resource slices, and the claims already allocated, all in the Kubernetes v1 JSON
-shape, so the allocator sees exactly what the scheduler would see. DeviceTaintRules are applied
+`list_cluster` reads nodes, device classes, ResourceSlices and allocated ResourceClaims in one
+transaction and returns a `ClusterListing` (what-if keeps the latest in `claims.whatif.state` and
+applies assumed changes to a `ClusterView` of it; `inventory.snapshot` is another thing: snapshot
+files imported and exported). A listing has the shape of a conformance scenario
+(`../shared/conformance/README.md`), all in the Kubernetes v1 JSON shape, so the allocator sees
+exactly what the scheduler would see. DeviceTaintRules are applied
 to the devices they select, as the scheduler does with the DeviceTaints feature.
 
 Decoding every stored object is most of a read's cost, so decoded objects are kept in the process
@@ -33,7 +36,7 @@ from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
 
 JSON = dict[str, Any]
 
-# The tables whose rows make up a ClusterState; the fingerprint covers exactly these.
+# The tables whose rows make up a ClusterListing; the fingerprint covers exactly these.
 FINGERPRINT_MODELS: tuple[type[models.Model], ...] = (
     Node,
     DeviceClass,
@@ -51,8 +54,9 @@ _row_caches: dict[str, _RowCache] = {}
 
 
 @dataclass
-class ClusterState:
-    """Allocator inputs read at one point in time, plus a fingerprint of that state."""
+class ClusterListing:
+    """Nodes, classes, slices and allocated claims listed at one point in time, with a
+    fingerprint of that state: the allocator's inputs, as the scheduler lists them."""
 
     nodes: list[JSON]
     classes: list[JSON]
@@ -92,7 +96,7 @@ def consistent_read() -> Iterator[None]:
 
 
 def cluster_fingerprint() -> str:
-    """A digest that changes whenever a row a ClusterState is read from changes.
+    """A digest that changes whenever a row a ClusterListing is read from changes.
 
     Per table: the row count (catches deletions), the latest `synced_at` (every write of an
     object sets it: catches updates and creations) and the highest primary key. One aggregate
@@ -103,7 +107,7 @@ def cluster_fingerprint() -> str:
 
 
 def table_versions() -> dict[str, str]:
-    """Per table a ClusterState is read from, the version `cluster_fingerprint` digests."""
+    """Per table a ClusterListing is read from, the version `cluster_fingerprint` digests."""
     out: dict[str, str] = {}
     for model in FINGERPRINT_MODELS:
         row = model.objects.aggregate(rows=Count("pk"), last=Max("synced_at"), top=Max("pk"))
@@ -262,9 +266,9 @@ def _allocated_claim(values: tuple[Any, ...]) -> tuple[str, JSON | None]:
 _patched = PatchedSlices()
 
 
-def read_cluster_state(
+def list_cluster(
     *, node_names: Iterable[str] | None = None, versions: dict[str, str] | None = None
-) -> ClusterState:
+) -> ClusterListing:
     """Read nodes, classes, slices and allocated claims in one consistent transaction.
 
     `versions` (from `table_versions`, read just before) saves reading them again; a table
@@ -316,7 +320,7 @@ def read_cluster_state(
         )
     if wanted is not None:
         nodes = [n for n in nodes if (n.get("metadata") or {}).get("name") in wanted]
-    return ClusterState(
+    return ClusterListing(
         nodes=nodes,
         classes=classes,
         slices=slices,

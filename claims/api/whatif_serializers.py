@@ -1,0 +1,385 @@
+"""Serializers of the what-if API: the question, the 400 body, jobs, and the typed answer.
+
+The answer serializers describe the dict `claims.whatif.service.what_if` returns so that the
+OpenAPI schema publishes its shape (components `WhatIfAnswer`, `WhatIfNode`, ...); the views
+return the service's dict as it is, so the JSON is the service's, byte for byte.
+`tests/claims/whatif/test_answer_schema.py` checks real answers against the published schema:
+a key the service adds without declaring it here fails there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from claims.whatif.options import MAX_COUNT
+
+# Objects passed through as Kubernetes spells them (a v1 NodeSelector, tolerations, opaque
+# driver parameters): described, not typed field by field.
+_K8S_OBJECT = "as in the Kubernetes resource.k8s.io/v1 API"
+
+
+class WhatIfRequestSerializer(serializers.Serializer):
+    """A what-if question (only types are checked here; the service checks meaning)."""
+
+    yaml = serializers.JSONField(
+        help_text="YAML or JSON text of ResourceClaims, a ResourceClaimTemplate, a Pod or a "
+        "workload with a pod template (any supported API version); or the object itself."
+    )
+    nodes = serializers.JSONField(
+        required=False, help_text="Node names to consider (a list, or one comma-separated text)."
+    )
+    nodeSelector = serializers.JSONField(
+        required=False, help_text="Label selector `k=v,k2 in (a,b)` or a map."
+    )
+    count = serializers.JSONField(
+        required=False, help_text=f'Copies to place (headroom), 1..{MAX_COUNT} or "max".'
+    )
+    assume = serializers.JSONField(
+        required=False,
+        help_text="Changes to assume: release-claim, remove-node, add-nodes (`like` an existing "
+        "node, or a `shape`: {node, slices} with `{node}` placeholders; 1,000 added nodes and "
+        "20,000 added devices at most), taint-device, untaint-device, drop-pool (objects with "
+        "`op`; one object alone is a list of one). In the query string: YAML or JSON text.",
+    )
+    features = serializers.JSONField(
+        required=False,
+        help_text="Allocator feature switches. In the query string: YAML or JSON text.",
+    )
+    namespace = serializers.CharField(required=False, help_text="Default namespace.")
+    gang = serializers.BooleanField(
+        required=False,
+        help_text="All claims of the input on one node, all or nothing (default: pods are "
+        "placed one after another).",
+    )
+
+
+class WhatIfErrorSerializer(serializers.Serializer):
+    """Bad input: the field at fault (`count`, `yaml: document 1: spec...`) and why."""
+
+    field = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class WhatIfDeviceSerializer(serializers.Serializer):
+    """One allocated device: an AllocationResult's device result plus the claim it is for."""
+
+    claim = serializers.CharField(help_text="namespace/name")
+    request = serializers.CharField()
+    driver = serializers.CharField()
+    pool = serializers.CharField()
+    device = serializers.CharField()
+    adminAccess = serializers.BooleanField(required=False)
+    tolerations = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text=_K8S_OBJECT
+    )
+    bindingConditions = serializers.ListField(child=serializers.CharField(), required=False)
+    bindingFailureConditions = serializers.ListField(child=serializers.CharField(), required=False)
+    shareID = serializers.CharField(required=False)
+    consumedCapacity = serializers.DictField(
+        child=serializers.CharField(), required=False, help_text="capacity name -> quantity"
+    )
+
+
+class WhatIfOpaqueConfigSerializer(serializers.Serializer):
+    driver = serializers.CharField()
+    parameters = serializers.JSONField(help_text=_K8S_OBJECT)
+
+
+class WhatIfConfigSerializer(serializers.Serializer):
+    """Device configuration as the allocator returns it: class config first, then the claim's."""
+
+    source = serializers.ChoiceField(choices=["FromClass", "FromClaim"])
+    requests = serializers.ListField(child=serializers.CharField(), required=False)
+    opaque = WhatIfOpaqueConfigSerializer(required=False)
+
+
+class WhatIfClaimAllocationSerializer(serializers.Serializer):
+    """One claim's allocation on a node: its devices, node selector and configuration."""
+
+    claim = serializers.CharField(help_text="namespace/name")
+    devices = WhatIfDeviceSerializer(many=True)
+    nodeSelector = serializers.DictField(allow_null=True, help_text=_K8S_OBJECT)
+    config = WhatIfConfigSerializer(many=True)
+
+
+class WhatIfStageSerializer(serializers.Serializer):
+    stage = serializers.CharField()
+    remaining = serializers.IntegerField(help_text="devices left after this stage")
+
+
+class WhatIfRequestReportSerializer(serializers.Serializer):
+    """Why one request of a claim does not fit a node: the filter funnel, stage by stage."""
+
+    claim = serializers.CharField()
+    request = serializers.CharField()
+    wanted = serializers.IntegerField()
+    stage = serializers.CharField(help_text='the stage that left too few devices ("": none)')
+    reason = serializers.CharField()
+    stages = WhatIfStageSerializer(many=True)
+
+
+class WhatIfFilterSerializer(serializers.Serializer):
+    filter = serializers.CharField(help_text="the scheduler filter plugin, e.g. TaintToleration")
+    reason = serializers.CharField()
+
+
+class WhatIfNodeSerializer(serializers.Serializer):
+    """One node's verdict: claims with devices when it fits, else reasons or an error."""
+
+    node = serializers.CharField()
+    schedulable = serializers.BooleanField(help_text="no scheduler filter removed the node")
+    fits = serializers.BooleanField(help_text="the devices fit (whether or not schedulable)")
+    filter = WhatIfFilterSerializer(required=False)
+    claims = WhatIfClaimAllocationSerializer(many=True, required=False)
+    reasons = WhatIfRequestReportSerializer(many=True, required=False)
+    error = serializers.CharField(required=False)
+
+
+class WhatIfPlacementSerializer(serializers.Serializer):
+    """A schedulable node the claims fit on, with the devices they would get."""
+
+    node = serializers.CharField()
+    devices = WhatIfDeviceSerializer(many=True)
+    claims = WhatIfClaimAllocationSerializer(many=True)
+
+
+class WhatIfStrandedSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    byNode = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="node -> free devices of the claims' classes no further copy can use",
+    )
+
+
+class WhatIfSummarySerializer(serializers.Serializer):
+    nodesChecked = serializers.IntegerField()
+    nodesFit = serializers.IntegerField()
+    nodesFitSchedulable = serializers.IntegerField()
+    firstNode = serializers.CharField(allow_null=True)
+    headroom = serializers.IntegerField(help_text="copies placed")
+    count = serializers.IntegerField(help_text="copies asked for (after the cap)")
+    countCapped = serializers.BooleanField()
+    stranded = WhatIfStrandedSerializer(allow_null=True)
+
+
+class WhatIfCopiesSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    copies = serializers.IntegerField()
+
+
+class WhatIfHeadroomSerializer(serializers.Serializer):
+    """Copies placed first-fit in node-name order, each seeing the ones before."""
+
+    requested = serializers.IntegerField()
+    placed = serializers.IntegerField()
+    placements = WhatIfCopiesSerializer(many=True)
+    stoppedBecause = serializers.CharField()
+    exhausted = serializers.BooleanField()
+
+
+class WhatIfBestReasonSerializer(serializers.Serializer):
+    claim = serializers.CharField(required=False)
+    request = serializers.CharField(required=False)
+    stage = serializers.CharField(required=False)
+    reason = serializers.CharField()
+
+
+class WhatIfBestNodeSerializer(serializers.Serializer):
+    """A node that came closest, and what stopped it."""
+
+    node = serializers.CharField()
+    reasons = WhatIfBestReasonSerializer(many=True)
+
+
+class WhatIfDiagnosisSerializer(serializers.Serializer):
+    """When nothing fits: the closest node and its requests' funnels."""
+
+    reasons = serializers.ListField(child=serializers.CharField())
+    node = serializers.CharField(allow_null=True)
+    requests = WhatIfRequestReportSerializer(many=True)
+
+
+class WhatIfPodClaimSerializer(WhatIfClaimAllocationSerializer):
+    shared = serializers.BooleanField(help_text="allocated for an earlier pod of the input")
+    driverAllocated = serializers.BooleanField(help_text="classic (v1alpha2): not simulated")
+
+
+class WhatIfFilteredNodeSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    filter = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class WhatIfFilteredSerializer(serializers.Serializer):
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="filter -> nodes")
+    nodes = WhatIfFilteredNodeSerializer(many=True)
+
+
+class WhatIfPodSerializer(serializers.Serializer):
+    """One pod of the input, placed in turn (or the gang's node)."""
+
+    pod = serializers.CharField()
+    source = serializers.CharField()
+    workload = serializers.CharField(help_text='e.g. "Deployment/web" ("" for a bare pod)')
+    fits = serializers.BooleanField()
+    node = serializers.CharField(allow_null=True)
+    claims = WhatIfPodClaimSerializer(many=True)
+    filtered = WhatIfFilteredSerializer()
+    reasons = serializers.ListField(child=serializers.CharField())
+    best = WhatIfBestNodeSerializer(many=True)
+
+
+class WhatIfQuotaItemSerializer(serializers.Serializer):
+    quota = serializers.CharField()
+    resource = serializers.CharField()
+    hard = serializers.CharField()
+    used = serializers.CharField()
+    requested = serializers.IntegerField(help_text="for all copies")
+    exceeded = serializers.BooleanField()
+
+
+class WhatIfQuotaNotAppliedSerializer(serializers.Serializer):
+    quota = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class WhatIfQuotaSerializer(serializers.Serializer):
+    """ResourceQuota admission of the claims the what-if would create (times the copies)."""
+
+    namespace = serializers.CharField()
+    checked = serializers.BooleanField()
+    allowed = serializers.BooleanField()
+    items = WhatIfQuotaItemSerializer(many=True)
+    copiesAllowed = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+    notApplied = WhatIfQuotaNotAppliedSerializer(many=True)
+
+
+class WhatIfClaimSerializer(serializers.Serializer):
+    claim = serializers.CharField(help_text="namespace/name")
+    source = serializers.CharField()
+    existing = serializers.BooleanField()
+    driverAllocated = serializers.BooleanField()
+
+
+class WhatIfApiServerCheckSerializer(serializers.Serializer):
+    claim = serializers.CharField()
+    check = serializers.ChoiceField(choices=["adminAccess", "reservedFor"])
+    allowed = serializers.BooleanField(allow_null=True, help_text="null: not known")
+    message = serializers.CharField()
+
+
+class WhatIfApiServerSerializer(serializers.Serializer):
+    """What the API server would refuse before the scheduler ever saw the claims."""
+
+    checks = WhatIfApiServerCheckSerializer(many=True)
+    reservedForLimit = serializers.IntegerField()
+    servedVersion = serializers.CharField()
+
+
+class WhatIfIgnoredSerializer(serializers.Serializer):
+    document = serializers.CharField()
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class WhatIfGaveUpSerializer(serializers.Serializer):
+    budgetSeconds = serializers.FloatField(allow_null=True)
+    searchedSeconds = serializers.FloatField()
+    cancelled = serializers.BooleanField()
+    message = serializers.CharField()
+
+
+class WhatIfAnswerSerializer(serializers.Serializer):
+    """Would this fit, where, with which devices, and if not, why (see `what_if`)."""
+
+    fits = serializers.BooleanField(
+        allow_null=True, help_text="every pod placed; null when nothing is simulated"
+    )
+    nodes = WhatIfNodeSerializer(many=True, help_text="per node, for the gang or first pod")
+    placements = WhatIfPlacementSerializer(many=True)
+    summary = WhatIfSummarySerializer(allow_null=True)
+    headroom = WhatIfHeadroomSerializer(allow_null=True)
+    reasons = serializers.ListField(child=serializers.CharField())
+    best = WhatIfBestNodeSerializer(many=True)
+    diagnosis = WhatIfDiagnosisSerializer(allow_null=True)
+    pods = WhatIfPodSerializer(many=True)
+    quota = WhatIfQuotaSerializer()
+    claims = WhatIfClaimSerializer(many=True)
+    apiServer = WhatIfApiServerSerializer()
+    ignored = WhatIfIgnoredSerializer(many=True)
+    gang = serializers.BooleanField()
+    driverAllocated = serializers.ListField(
+        child=serializers.CharField(), help_text="classic (v1alpha2) claims: not simulated"
+    )
+    simulated = serializers.BooleanField()
+    assumed = serializers.ListField(child=serializers.CharField())
+    namespace = serializers.CharField()
+    fingerprint = serializers.CharField()
+    cached = serializers.BooleanField()
+    elapsedSeconds = serializers.FloatField()
+    gaveUp = WhatIfGaveUpSerializer(
+        required=False, help_text="past the time budget, or cancelled: a partial answer"
+    )
+
+
+class WhatIfTrimmedListSerializer(serializers.Serializer):
+    kept = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class WhatIfTrimmedSerializer(serializers.Serializer):
+    maxBytes = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    lists = serializers.DictField(child=WhatIfTrimmedListSerializer(), help_text="path -> cut")
+    message = serializers.CharField()
+
+
+class WhatIfJobResultSerializer(WhatIfAnswerSerializer):
+    """A job's answer, cut to a size when it was too large: then `trimmed` says what was cut,
+    and as a last resort only fits, summary, gang, simulated, namespace, fingerprint and gaveUp
+    are kept. Every field is therefore optional here."""
+
+    trimmed = WhatIfTrimmedSerializer(required=False)
+
+    def get_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = super().get_fields()
+        for field in fields.values():
+            field.required = False
+        return fields
+
+
+class WhatIfJobProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    phase = serializers.CharField(help_text='"nodes", "copies", "pods" or "" before the start')
+
+
+class WhatIfJobSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    status = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
+    progress = WhatIfJobProgressSerializer()
+    result = WhatIfJobResultSerializer(allow_null=True)
+    error = WhatIfErrorSerializer(allow_null=True)
+    created = serializers.FloatField(help_text="Unix time")
+
+
+class ClaimDiagnosisSerializer(serializers.Serializer):
+    """Why a pending claim a pod waits for does not fit (`claims.whatif.diagnosis`), kept current
+    by the diagnosis task. A classic claim's carries only driverAllocated, reasons, pods and
+    fingerprint."""
+
+    fits = serializers.BooleanField(allow_null=True, required=False)
+    nodesChecked = serializers.IntegerField(allow_null=True, required=False)
+    nodesFit = serializers.IntegerField(allow_null=True, required=False)
+    firstNode = serializers.CharField(allow_null=True, required=False)
+    best = WhatIfBestNodeSerializer(many=True, required=False)
+    reasons = serializers.ListField(child=serializers.CharField())
+    requests = WhatIfRequestReportSerializer(many=True, required=False)
+    pods = serializers.ListField(child=serializers.CharField(), help_text="pods waiting for it")
+    fingerprint = serializers.CharField()
+    error = WhatIfErrorSerializer(required=False)
+    driverAllocated = serializers.BooleanField(required=False)
