@@ -14,7 +14,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from drf_spectacular.utils import extend_schema_field
 
-from claims.choices import ClaimState
+from claims.choices import ClaimState, DeviceState
 from claims.devices.states import annotate_device_state, blocked_device_ids, unhealthy_device_ids
 from claims.models import (
     AllocatedDevice,
@@ -30,7 +30,6 @@ from dashboard.filters import (
     json_list_contains,
     with_json_text,
 )
-from inventory.choices import DeviceState
 from inventory.models import Device, DeviceClass
 
 # A device attribute name: an optional DNS domain and a C identifier (resource.k8s.io/v1).

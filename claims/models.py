@@ -1,4 +1,5 @@
-"""Claims models: who asks for devices (claims, templates, pods), what they hold, and quota."""
+"""Claims models: who asks for devices (claims, templates, pods), what they hold, quota, and the
+history of how many devices were held (the cluster keeps no such history for us)."""
 
 from __future__ import annotations
 
@@ -160,3 +161,36 @@ class PodSchedulingContext(NamespacedObject):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "name"], name="psc_ns_name_unique"),
         ]
+
+
+class UtilisationSample(models.Model):
+    """How many current devices of one driver were allocated, shared, tainted at one moment.
+
+    Not a Kubernetes object: a time series the cluster does not remember for us. One row per
+    driver per sample (`claims.devices.history.take_sample`); the overview draws allocated /
+    total over time from them.
+    """
+
+    taken_at = models.DateTimeField(db_index=True)
+    driver = models.CharField(max_length=253)
+    total = models.PositiveIntegerField(default=0)
+    allocated = models.PositiveIntegerField(
+        default=0, help_text="Devices held by at least one claim (exclusive, shared or admin)."
+    )
+    tainted = models.PositiveIntegerField(default=0)
+    unhealthy = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["taken_at", "driver"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["taken_at", "driver"], name="utilisation_sample_time_driver_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.driver}@{self.taken_at:%Y-%m-%d %H:%M}: {self.allocated}/{self.total}"
+
+    @property
+    def fraction(self) -> float:
+        return self.allocated / self.total if self.total else 0.0

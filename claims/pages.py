@@ -1,7 +1,7 @@
 """What the claims pages show, computed from rows: quota lines, template use, what-if results.
 
-Views translate requests into calls of these functions and render the result (STYLE: views only
-translate).
+No request here: `claims.views` (and the console's what-if page) translate requests into calls
+of these functions and render the result (the rule is in `claims/views/__init__.py`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ publishing; this module only knows how each kind maps onto its rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from claims.choices import ClaimState
@@ -25,7 +25,6 @@ from claims.models import (
     ResourceQuota,
 )
 from claims.models import Pod as PodModel
-from claims.tasks import schedule_diagnoses
 from claims.templates import link_claims_of_pods, link_templates
 from claims.whatif.extended import DEVICE_CLASS_PREFIX, requested_names
 from inventory.choices import Kind
@@ -344,13 +343,20 @@ def scheduling_context_columns(obj: JSON) -> JSON:
 DIAGNOSIS_TOPICS = frozenset({"claims", "pods", "slices", "devices", "nodes", "classes", "pools"})
 
 
-def trigger_diagnoses(result: BatchResult) -> None:
-    if DIAGNOSIS_TOPICS.intersection(result.changed):
-        schedule_diagnoses()
+def changes_diagnoses(result: BatchResult) -> bool:
+    """Whether a committed batch changed something that can alter whether a waiting claim fits."""
+    return bool(DIAGNOSIS_TOPICS.intersection(result.changed))
 
 
-def register_handlers() -> None:
-    AFTER_COMMIT.append(trigger_diagnoses)
+def register_handlers(*, diagnoses_stale: Callable[[], object]) -> None:
+    """Register the claims kinds with the sync; call `diagnoses_stale()` after each batch that
+    can change a pending claim's diagnosis (the app wires in the Celery side)."""
+
+    def after_commit(result: BatchResult) -> None:
+        if changes_diagnoses(result):
+            diagnoses_stale()
+
+    AFTER_COMMIT.append(after_commit)
     AFTER_COMMIT.append(forget_dra_extended_names)
     register(
         KindHandler(

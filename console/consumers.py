@@ -17,7 +17,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders
-from dashboard.live import TOPICS, ChangedEvent, group_name
+from dashboard.live import ChangedEvent, group_name
+from dashboard.registry import live_topics
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def parse_topic(topic: str) -> Subscription:
     topic = topic.strip()
     if topic == "overview":
         return Subscription(topic, "overview", groups=OVERVIEW_GROUPS)
-    if topic in TOPICS:
+    if topic in live_topics():
         return Subscription(topic, "generic", groups=(topic,))
     kind, _, arg = topic.partition(":")
     if kind not in SCOPED_GROUPS or not arg:

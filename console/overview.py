@@ -1,8 +1,5 @@
 """What the overview page shows: device counts per driver and class, the utilisation chart,
 incomplete pools and pending claims. Plain functions of the database; the view only renders.
-
-Imports of the other apps stay inside the functions: `inventory` and `claims` build on
-`dashboard`, not the other way round.
 """
 
 from __future__ import annotations
@@ -17,8 +14,7 @@ from claims.choices import ClaimState
 from claims.devices.classes import class_utilisation
 from claims.devices.counts import COUNT_KEYS, available_count, driver_utilisation
 from claims.devices.pages import bar_segments, percent
-from claims.models import ResourceClaim
-from dashboard.models import UtilisationSample
+from claims.models import ResourceClaim, UtilisationSample
 from inventory.models import Node, Pool, SyncState
 
 CHART_WIDTH = 1100

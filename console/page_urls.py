@@ -1,4 +1,5 @@
-"""Page routes of the dashboard app: overview, sync status and what-if."""
+"""Page routes of the console: overview, sync status and what-if (the claims pages are in
+`claims/urls.py`)."""
 
 from django.urls import URLPattern, URLResolver, path
 

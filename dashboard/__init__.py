@@ -1,4 +1,4 @@
-"""DRA Dashboard project package: settings, ASGI, Celery app, live updates and pages."""
+"""The base: settings, the Celery app, live updates, the registries apps fill, shared helpers."""
 
 from dashboard.celery import app as celery_app
 

@@ -2,7 +2,8 @@
 
 Events never carry HTML: the browser re-fetches the affected fragment through the normal view,
 so permissions and rendering have a single code path. This is the publishing half, which every
-app uses; which browser cares about an event is decided at the top (`console.live`).
+app uses; apps declare their topics with `dashboard.registry.register_live_topics`, and which
+browser cares about an event is decided by the app that serves the websocket.
 """
 
 from __future__ import annotations
@@ -16,23 +17,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-log = logging.getLogger(__name__)
+from dashboard.registry import live_topics
 
-Topic = Literal[
-    "nodes",
-    "namespaces",
-    "classes",
-    "pools",
-    "slices",
-    "devices",
-    "claims",
-    "templates",
-    "pods",
-    "quotas",
-    "sync",
-    "whatif",
-]
-TOPICS: tuple[str, ...] = Topic.__args__  # type: ignore[attr-defined]
+log = logging.getLogger(__name__)
 
 
 class ChangedEvent(TypedDict):
@@ -78,5 +65,8 @@ def send_now(changes: Mapping[str, Iterable[str]]) -> None:
 def publish_changes(changes: Mapping[str, Iterable[str]]) -> None:
     """Send `changes` (topic -> ids) once the current transaction commits, never before."""
     frozen = {topic: list(ids) for topic, ids in changes.items() if ids}
+    unknown = set(frozen) - live_topics()
+    if unknown:  # no page can follow it: a typo, or an app that forgot to register it
+        log.warning("live topics %s are not registered", ", ".join(sorted(unknown)))
     if frozen:
         transaction.on_commit(lambda: send_now(frozen))

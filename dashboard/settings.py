@@ -158,15 +158,15 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_EAGER", not REDIS_URL)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-# Long-lived watchers get their own queue, so a dedicated worker can take them and what-if jobs
-# never wait behind them.
-CELERY_TASK_ROUTES = {"inventory.tasks.watch_kind": {"queue": "watchers"}}
+# The beat schedule and the task queues are what the apps register (`dashboard.registry`, read
+# by `dashboard.celery`).
 
-# The cluster: a kubeconfig path and context, the in-cluster service account, or the demo cluster.
+# The cluster: a kubeconfig path and context, or the in-cluster service account.
 KUBECONFIG = env_str("KUBECONFIG", "")
 KUBE_CONTEXT = env_str("KUBE_CONTEXT", "")
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 WATCH_TIMEOUT_SECONDS = env_int("WATCH_TIMEOUT_SECONDS", 290, minimum=1)
+# Objects per page when a watcher lists a kind (the `limit` of each list request).
 LIST_PAGE_SIZE = env_int("LIST_PAGE_SIZE", 500, minimum=1)
 
 PUBLIC_READ = env_bool("PUBLIC_READ", False)
@@ -233,7 +233,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "DRA Dashboard API",
-    "DESCRIPTION": "Devices managed by Kubernetes Dynamic Resource Allocation, claims and what-if.",
+    "DESCRIPTION": (
+        "Devices managed by Kubernetes Dynamic Resource Allocation, the ResourceClaims that hold"
+        " them, and what-if."
+    ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and docs follow the API's own rule: signed-in users, or everyone with PUBLIC_READ.
@@ -255,13 +258,13 @@ LOGGING = {
         "json": {"()": "dashboard.logging.JsonFormatter"},
     },
     "handlers": {
-        "console": {
+        "stderr": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_JSON else "plain",
             "filters": ["object_context"],
         }
     },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
 # Celery workers and beat log through LOGGING above (JSON when asked) instead of Celery's format.

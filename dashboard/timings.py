@@ -2,7 +2,7 @@
 
 It is kept in Redis when settings.REDIS_URL is set (all processes add to one set of buckets) and
 in the process otherwise (then it is per process). The what-if service observes into it; the
-`/metrics` collector in the console exports it.
+`/metrics` collector exports it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from dashboard import registry
+
 
 class InventoryConfig(AppConfig):
     name = "inventory"
@@ -8,3 +10,14 @@ class InventoryConfig(AppConfig):
     def ready(self) -> None:
         # Importing the module registers the inventory kinds' sync handlers.
         import inventory.sync  # noqa: F401
+
+        registry.register_live_topics(
+            "nodes", "namespaces", "classes", "pools", "slices", "devices", "sync"
+        )
+        # Restart any missing watcher within a minute (lock expiry plus one beat).
+        registry.register_periodic_task(
+            "ensure-watchers", task="inventory.tasks.ensure_watchers", seconds=30
+        )
+        # Long-lived watchers get their own queue, so a dedicated worker can take them and what-if
+        # jobs never wait behind them (deploy/entrypoint.sh: workers consume `celery,watchers`).
+        registry.register_task_queue("inventory.tasks.watch_kind", queue="watchers")

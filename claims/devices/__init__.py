@@ -8,4 +8,5 @@
 - `pages`: pool grids, bar segments, reachable devices per node, matching taint rules;
 - `health`: pods' device health reports (KEP-4680) and the health view of a device or claim;
 - `poolstatus`: upstream's ResourcePoolStatusRequest (KEP-5677) answered from the same states.
+- `history`: the utilisation samples the overview chart draws (`take_sample`).
 """

@@ -1,7 +1,8 @@
-"""What the inventory pages show: pool grids, bar segments, reachable devices per node, rules.
+"""What the device pages show: pool grids, bar segments, reachable devices per node, rules.
 
-Views translate requests into calls of these functions and render the result (STYLE: views only
-translate); the what-if page reuses `pool_context` for its highlighted grids.
+Computed from rows, with no request: `claims.views` translate requests into calls of these
+functions and render the result (the rule is in `claims/views/__init__.py`); the overview reuses
+`bar_segments`, the what-if page `pool_context` for its highlighted grids.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from claims.choices import DeviceState
 from claims.devices.counts import available_count
 from claims.devices.states import annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usages, counter_usage
 from claims.models import AllocatedDevice
 from dralib.allocator.pools import NodeInfo, NodeSelector
-from inventory.choices import DeviceState
 from inventory.models import Device, DeviceTaintRule, Node, Pool
 
 STATE_LEGEND = [

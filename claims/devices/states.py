@@ -45,10 +45,11 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast
 
+from claims.choices import DeviceState
 from claims.devices.health import reported_unhealthy_keys
 from claims.models import AllocatedDevice
 from dralib.allocator.quantity import exact_amount
-from inventory.choices import DeviceState, TaintEffect
+from inventory.choices import TaintEffect
 from inventory.models import CounterSet, Device, DeviceTaintRule
 
 # States that make a device unavailable for a new exclusive allocation.

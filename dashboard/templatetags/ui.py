@@ -1,5 +1,5 @@
-"""Template helpers every page uses: grouped numbers, times that say their zone and age, and
-sortable column headers."""
+"""Template helpers every page uses: grouped numbers, times that say their zone and age,
+sortable column headers and the sidebar links the apps registered."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+
+from dashboard import registry
+from dashboard.registry import NavLink
 
 register = template.Library()
 
@@ -82,29 +85,10 @@ def sort_header(context: dict[str, Any], field: str, label: str, css: str = "") 
     )
 
 
-# The sidebar: (url name, label, the url names that belong to the section).
-NAV_LINKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("overview", "Overview", ("overview",)),
-    ("pool-list", "Pools", ("pool-list", "pool-detail")),
-    ("device-list", "Devices", ("device-list", "device-detail")),
-    ("device-class-list", "DeviceClasses", ("device-class-list", "device-class-detail")),
-    ("taint-rule-list", "Taint rules", ("taint-rule-list",)),
-    ("node-list", "Nodes", ("node-list", "node-detail")),
-    ("claim-list", "Claims", ("claim-list", "claim-detail")),
-    ("template-list", "Claim templates", ("template-list", "template-detail")),
-    ("pod-list", "Pods", ("pod-list", "pod-detail")),
-    ("quota-list", "Quotas", ("quota-list",)),
-    ("leak-list", "Leaks", ("leak-list",)),
-    ("resource-class-list", "ResourceClasses", ("resource-class-list",)),
-    ("scheduling-context-list", "Scheduling contexts", ("scheduling-context-list",)),
-    ("what-if", "What-if", ("what-if",)),
-    ("sync-status", "Sync status", ("sync-status",)),
-)
-
-
 @register.simple_tag
-def nav_links() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    return NAV_LINKS
+def nav_links() -> list[NavLink]:
+    """The sidebar links the apps registered (`dashboard.registry.register_nav`), in order."""
+    return registry.nav_links()
 
 
 @register.filter

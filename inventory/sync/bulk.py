@@ -43,8 +43,9 @@ from inventory.sync.core import (
 # database) fails the whole batch, which the caller retries.
 WRITE_ERRORS = (ValueError, KeyError, TypeError, OverflowError, IntegrityError, DataError)
 
-# A segment keeps its objects (raw, normalized, columns) until it is written: the cap bounds
-# what a relist of thousands of objects holds at once, while still writing in bulk.
+# Objects in one segment. A segment keeps its objects (raw, normalized, columns) until it is
+# written: the cap bounds what a relist of thousands of objects holds at once, while still
+# writing in bulk. Not tied to the list page size or to the query limits of `core`.
 SEGMENT_SIZE = 500
 
 

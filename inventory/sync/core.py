@@ -27,6 +27,12 @@ from inventory.models import KubeObject, SkippedObject
 log = logging.getLogger("inventory.sync")
 
 JSON = dict[str, Any]
+# Values bound in one `IN (...)` lookup: under the 999 parameters of older SQLite builds, and
+# a lookup this size stays quick on either database.
+MAX_QUERY_VALUES = 500
+# Rows in one multi-row INSERT on SQLite (fewer when the columns would pass its parameter limit);
+# PostgreSQL sends every row through one pipelined executemany instead.
+MAX_INSERT_ROWS = 500
 
 
 @dataclass
@@ -292,7 +298,7 @@ def new_row(model: type[models.Model], /, **values: Any) -> Any:
     return row
 
 
-def chunks(values: list[Any], size: int = 500) -> list[list[Any]]:
+def chunks(values: list[Any], size: int = MAX_QUERY_VALUES) -> list[list[Any]]:
     """Slices of `values` small enough for SQLite's limit on query parameters."""
     return [values[start : start + size] for start in range(0, len(values), size)]
 
@@ -458,7 +464,7 @@ def insert_rows(
                     break
         return
     limit = connection.features.max_query_params or 50_000
-    per_statement = max(1, min(500, limit // len(columns)))
+    per_statement = max(1, min(MAX_INSERT_ROWS, limit // len(columns)))
     with connection.cursor() as cursor:
         for part in chunks(rows, per_statement):
             params = [value for row in part for value in values(row)]

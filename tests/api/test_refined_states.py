@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from claims.choices import DeviceState
 from claims.devices.states import annotate_device_state, refine_device_states
-from inventory.choices import DeviceState
 from inventory.models import Device
 from tests import factories as f
 from tests.api.conftest import GPU, not_ready_claim, results

@@ -25,8 +25,8 @@ def main(nodes: int) -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    from claims.devices.history import take_sample
     from claims.models import ResourceClaim
-    from console.tasks import take_sample
     from inventory.models import Device, Node, Pool
     from tests.console.demo import load_demo
 

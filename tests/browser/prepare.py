@@ -21,7 +21,7 @@ def main(nodes: int, seed: int) -> None:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from console.tasks import take_sample
+    from claims.devices.history import take_sample
     from inventory.sync import upsert_events
     from tests.console.demo import load_demo
 

@@ -1,4 +1,4 @@
-"""The utilisation sampler and the overview chart drawn from its samples."""
+"""The beat task and command that sample utilisation, and the overview chart drawn from them."""
 
 from __future__ import annotations
 
@@ -10,27 +10,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from claims.devices.counts import driver_utilisation
-from console.tasks import sample_utilisation, take_sample
-from dashboard.models import UtilisationSample
-
-
-def test_a_sample_records_each_driver_as_the_services_count_it(demo) -> None:
-    """One row per driver, with the totals driver_utilisation reports."""
-    rows = take_sample()
-    expected = driver_utilisation()
-    assert {row.driver for row in rows} == set(expected)
-    for row in UtilisationSample.objects.all():
-        assert row.total == expected[row.driver]["total"]
-        assert row.allocated == expected[row.driver]["allocated"]
-
-
-def test_old_samples_are_pruned(demo) -> None:
-    """Samples older than the kept window go when a new one is taken."""
-    now = timezone.now()
-    take_sample(now=now - timedelta(days=9))
-    take_sample(now=now)
-    assert not UtilisationSample.objects.filter(taken_at__lt=now - timedelta(days=7)).exists()
-    assert UtilisationSample.objects.filter(taken_at=now).exists()
+from claims.devices.history import take_sample
+from claims.models import UtilisationSample
+from console.tasks import sample_utilisation
 
 
 def test_task_and_command_both_sample(demo) -> None:

@@ -26,7 +26,7 @@ from tests.paths import ROOT
 
 @pytest.fixture
 def stream_logger() -> Iterator[tuple[logging.Logger, io.StringIO, logging.Handler]]:
-    """A private logger writing through a handler configured like settings.LOGGING's console."""
+    """A private logger writing through a handler configured like settings.LOGGING's stderr."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.addFilter(ObjectContextFilter())
@@ -126,10 +126,11 @@ def test_plain_format_gets_an_object_suffix(stream_logger, settings) -> None:
 
 
 def test_settings_pick_the_json_formatter_when_asked(settings) -> None:
-    """LOGGING routes the console through the object filter; Celery keeps that configuration."""
-    console = settings.LOGGING["handlers"]["console"]
-    assert console["filters"] == ["object_context"]
-    assert console["formatter"] == ("json" if settings.LOG_JSON else "plain")
+    """LOGGING routes stderr through the object filter; Celery keeps that configuration."""
+    stderr = settings.LOGGING["handlers"]["stderr"]
+    assert settings.LOGGING["root"]["handlers"] == ["stderr"]
+    assert stderr["filters"] == ["object_context"]
+    assert stderr["formatter"] == ("json" if settings.LOG_JSON else "plain")
     assert settings.LOGGING["formatters"]["json"]["()"] == "dashboard.logging.JsonFormatter"
     # Celery would otherwise replace the root handlers with its own format in workers and beat.
     assert settings.CELERY_WORKER_HIJACK_ROOT_LOGGER is False

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from console.tasks import take_sample
+from claims.devices.history import take_sample
 
 
 class Command(BaseCommand):

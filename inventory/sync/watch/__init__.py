@@ -1,10 +1,11 @@
 """List and watch loops that keep the database equal to the cluster, one loop per kind.
 
-`loop` and `batching` speak HTTP and write through a `sink.Sink`; `store.DatabaseSink` is the
-database side; `runner` holds the per-kind lock and starts watchers.
+`loop` speaks HTTP and reads what `events` groups into batches, and writes through a
+`sink.Sink`; `store.DatabaseSink` is the database side; `runner` holds the per-kind lock and
+starts watchers.
 """
 
-from inventory.sync.watch.batching import (
+from inventory.sync.watch.events import (
     Batch,
     CannedSource,
     EventSource,

@@ -34,7 +34,7 @@ from typing import Any
 from dralib.kube.client import ApiStatusError, KubeClient
 from dralib.kube.discovery import discover
 from dralib.kube.kinds import KindSpec
-from inventory.sync.watch.batching import (
+from inventory.sync.watch.events import (
     Batch,
     StreamSource,
     WatchListUnsupported,
@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 CLUSTER_IDENTITY_PATH = "/api/v1/namespaces/kube-system"
+# Objects per page of a list (`limit`), as client-go's pager asks; the server may send fewer.
+# settings.LIST_PAGE_SIZE sets it for the watchers.
+LIST_PAGE_SIZE = 500
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class WatchOptions:
 
     timeout_seconds: int = 290
     read_timeout: float | None = None  # default: timeout_seconds + 15 (silence = dead link)
-    page_size: int = 500
+    page_size: int = LIST_PAGE_SIZE
     max_events: int = 200
     max_delay: float = 0.1
     # A batch ends once its stream is quiet this long: a lone change commits at once instead

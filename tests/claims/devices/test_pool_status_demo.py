@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from claims.choices import DeviceState
 from claims.devices.pages import grid_counts, pool_grid
 from claims.devices.poolstatus import LIMIT_MAX, PoolStatusFilter, pool_statuses
-from inventory.choices import DeviceState
 from inventory.models import Pool
 from tests.console.demo import load_demo
 

@@ -6,7 +6,7 @@ import pytest
 
 from dralib.kube.client import ApiStatusError, TransportError
 from inventory.sync.watch import CannedSource
-from inventory.sync.watch.batching import WatchListUnsupported, batch_events, initial_events
+from inventory.sync.watch.events import WatchListUnsupported, batch_events, initial_events
 
 OPTIONS = {"kind": "Node", "api_version": "v1", "path": "/api/v1/nodes"}
 

@@ -1,8 +1,9 @@
-"""Pages for pools, devices, nodes, claims, claim templates and quotas.
+"""Pages of what the cluster offers, with the claims on it: pools, devices, DeviceClasses,
+DeviceTaintRules, classic ResourceClasses and nodes.
 
-Views translate requests into queries, nothing more. Device states, counts, grids and
-reachability come from `claims.devices` (SQL annotations and grouped queries), so every list page
-is a fixed number of queries whatever the cluster size.
+Each list is `list_page` over its FilterSet (or a fixed set of grouped queries), so it runs a
+fixed number of queries whatever the cluster size; device states, grids and reachability come
+from `claims.devices`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
-from claims.choices import ClaimState
+from claims.choices import DeviceState
+from claims.devices.classes import class_membership, class_utilisation
 from claims.devices.counts import pool_utilisation
 from claims.devices.pages import (
     matching_taint_rules,
@@ -26,26 +28,12 @@ from claims.devices.pages import (
 )
 from claims.devices.states import HELD_STATES, annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usage
-from claims.filters import (
-    ResourceClaimFilterSet,
-    ResourceClaimTemplateFilterSet,
-    ResourceQuotaFilterSet,
-)
-from claims.models import (
-    AllocatedDevice,
-    Pod,
-    Reservation,
-    ResourceClaim,
-    ResourceClaimTemplate,
-    ResourceQuota,
-)
-from claims.pages import other_quota_rows, quota_rows, template_claim_counts
-from claims.templates import template_names
+from claims.filters import DeviceFilterSet
+from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
 from dashboard.views import (
     apply_filters,
     apply_ordering,
     distinct_values,
-    given_filters,
     list_page,
     object_yaml,
     paginate,
@@ -54,162 +42,38 @@ from dashboard.views import (
     yaml_download,
 )
 from dralib.allocator.pools import NodeInfo, NodeSelector
-from inventory.filters import NodeFilterSet, PoolFilterSet
-from inventory.models import Device, Node, Pool, ResourceSlice
+from inventory.filters import (
+    DeviceClassFilterSet,
+    DeviceTaintRuleFilterSet,
+    NodeFilterSet,
+    PoolFilterSet,
+    ResourceClassFilterSet,
+)
+from inventory.models import (
+    Device,
+    DeviceClass,
+    DeviceTaintRule,
+    Node,
+    Pool,
+    ResourceClass,
+    ResourceSlice,
+)
 
-CLAIM_ORDERING = {
-    "namespace": "namespace",
-    "name": "name",
-    "state": "state",
-    "node": "node_name",
-    "devices": "allocated_count",
-    "age": "created_at",
-}
-NAMESPACED_ORDERING = {"namespace": "namespace", "name": "name", "age": "created_at"}
-
-
-@read_access
-def claim_list(request: HttpRequest) -> HttpResponse:
-    claims, params, errors = apply_filters(
-        request, ResourceClaimFilterSet, ResourceClaim.objects.order_by("namespace", "name")
-    )
-    if not errors:
-        claims, errors = apply_ordering(request, claims, CLAIM_ORDERING)
-    claims = claims.annotate(reservation_count=Count("reservations"))
-    page = paginate(
-        request,
-        claims.only(
-            "pk",
-            "namespace",
-            "name",
-            "state",
-            "classic",
-            "node_name",
-            "device_classes",
-            "request_count",
-            "allocated_count",
-            "owner_pod",
-            "diagnosis",
-            "created_at",
-        ),
-    )
-    # Tab counts: the same filters without the state one.
-    others = given_filters(request)
-    others.pop("state", None)
-    by_state = dict(
-        ResourceClaimFilterSet(others, queryset=ResourceClaim.objects.all())
-        .qs.values_list("state")
-        .annotate(n=Count("pk"))
-        .values_list("state", "n")
-    )
-    context: dict[str, Any] = {
-        "page_obj": page,
-        "params": params,
-        "errors": errors,
-        "namespaces": distinct_values(ResourceClaim, "namespace"),
-        "states": ClaimState.choices,
-        "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
-    }
-    live = ["claims"] if not params["namespace"] else [f"namespace:{params['namespace']}"]
-    return render_page(
-        request,
-        template="claims/claim_list.html",
-        context=context,
-        fragments={"table": "claims/_claim_table.html"},
-        live=live,
-    )
-
-
-def device_ids_for(entries: list[AllocatedDevice]) -> dict[str, int]:
-    """Map `driver/pool/device` keys of allocation results to current Device ids (one query)."""
-    if not entries:
-        return {}
-    wanted = Q()
-    for entry in entries:
-        wanted |= Q(driver=entry.driver, pool_name=entry.pool, name=entry.device)
-    rows = Device.objects.filter(wanted, current=True).values_list(
-        "pk", "driver", "pool_name", "name"
-    )
-    return {f"{driver}/{pool}/{name}": pk for pk, driver, pool, name in rows}
-
-
-@read_access
-def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    claim = get_object_or_404(
-        ResourceClaim.objects.prefetch_related("allocated_devices", "reservations"),
-        namespace=namespace,
-        name=name,
-    )
-    allocated = list(claim.allocated_devices.all())
-    ids = device_ids_for(allocated)
-    devices = [(entry, ids.get(entry.key)) for entry in allocated]
-    download = yaml_download(request, raw=claim.raw, filename=f"{namespace}-{name}")
-    if download is not None:
-        return download
-    reservations = list(claim.reservations.all())
-    diagnosis = claim.diagnosis if isinstance(claim.diagnosis, dict) else None
-    waiting = [str(p) for p in (diagnosis or {}).get("pods") or []]
-    wanted = {r.name for r in reservations} | set(waiting) | {claim.owner_pod} - {""}
-    pods = {pod.name: pod for pod in Pod.objects.filter(namespace=namespace, name__in=wanted)}
-    spec = (claim.obj or {}).get("spec") or {}
-    context = {
-        "claim": claim,
-        # Through the owning pod, so a claim stored before its pod still names its template.
-        "template_name": template_names([claim]).get(claim.pk, claim.template_name),
-        "devices": devices,
-        "reservations": [(r, pods.get(r.name)) for r in reservations],
-        "requests": (spec.get("devices") or {}).get("requests") or [],
-        "diagnosis": diagnosis,
-        "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
-        "waiting_pods": [
-            (pod_name, pods.get(pod_name))
-            for pod_name in (waiting or [claim.owner_pod])
-            if pod_name
-        ],
-        "owner": pods.get(claim.owner_pod),
-        "raw_yaml": object_yaml(claim.raw),
-        "yaml_name": f"{namespace}-{name}",
-    }
-    return render_page(
-        request,
-        template="claims/claim_detail.html",
-        context=context,
-        fragments={"body": "claims/_claim_body.html"},
-        live=[f"namespace:{namespace}"],
-    )
-
-
-@read_access
-def template_list(request: HttpRequest) -> HttpResponse:
-    return list_page(
-        request,
-        filterset=ResourceClaimTemplateFilterSet,
-        queryset=ResourceClaimTemplate.objects.only(
-            "pk", "namespace", "name", "device_classes", "created_at", "obj"
-        ),
-        template="claims/template_list.html",
-        fragment="claims/_template_table.html",
-        live=["templates"],
-        rows=template_claim_counts,
-        ordering=NAMESPACED_ORDERING,
-        context={"namespaces": distinct_values(ResourceClaimTemplate, "namespace")},
-    )
-
-
-@read_access
-def quota_list(request: HttpRequest) -> HttpResponse:
-    return list_page(
-        request,
-        filterset=ResourceQuotaFilterSet,
-        queryset=ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
-        template="claims/quota_list.html",
-        fragment="claims/_quota_table.html",
-        live=["quotas"],
-        rows=lambda quotas: [
-            (quota, quota_rows(quota), other_quota_rows(quota)) for quota in quotas
-        ],
-        context={"namespaces": distinct_values(ResourceQuota, "namespace")},
-    )
+DEVICE_COLUMNS = (
+    "pk",
+    "driver",
+    "pool_name",
+    "pool_id",
+    "name",
+    "node_name",
+    "all_nodes",
+    "consumes_counters",
+    "taints",
+    "allow_multiple_allocations",
+    "current",
+)
+NAME_ORDERING = {"name": "name", "age": "created_at"}
+DEVICE_ORDERING = {"driver": "driver", "pool": "pool_name", "name": "name", "state": "state"}
 
 
 @read_access
@@ -254,6 +118,28 @@ def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+def _refined(devices: list[Device]) -> list[Device]:
+    refine_device_states(devices)
+    return devices
+
+
+@read_access
+def device_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=DeviceFilterSet,
+        queryset=annotate_device_state(
+            Device.objects.filter(current=True).only(*DEVICE_COLUMNS)
+        ).order_by("driver", "pool_name", "name"),
+        template="claims/device_list.html",
+        fragment="claims/_device_table.html",
+        live=["devices", "pools"],
+        rows=_refined,
+        context={"drivers": distinct_values(Device, "driver"), "states": DeviceState.choices},
+        ordering=DEVICE_ORDERING,
+    )
+
+
 @read_access
 def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
     device = get_object_or_404(
@@ -289,6 +175,86 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context=context,
         fragments={"body": "claims/_device_body.html"},
         live=[f"pool:{device.pool_id}"],
+    )
+
+
+def _class_rows(classes: list[DeviceClass]) -> list[tuple[DeviceClass, dict[str, Any] | None]]:
+    report = {entry["name"]: entry for entry in class_utilisation()["classes"]}
+    return [(c, report.get(c.name)) for c in classes]
+
+
+@read_access
+def device_class_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=DeviceClassFilterSet,
+        queryset=DeviceClass.objects.order_by("name").only(
+            "pk", "name", "selectors", "created_at", "extended_resource_name"
+        ),
+        template="claims/device_class_list.html",
+        fragment="claims/_device_class_table.html",
+        live=["classes", "devices"],
+        rows=_class_rows,
+        ordering=NAME_ORDERING,
+    )
+
+
+@read_access
+def device_class_detail(request: HttpRequest, name: str) -> HttpResponse:
+    device_class = get_object_or_404(DeviceClass, name=name)
+    download = yaml_download(request, raw=device_class.raw, filename=name)
+    if download is not None:
+        return download
+    membership = class_membership()
+    members = membership.members.get(name)
+    devices = annotate_device_state(
+        Device.objects.filter(pk__in=sorted(members or ())).only(*DEVICE_COLUMNS)
+    ).order_by("driver", "pool_name", "name")
+    devices, errors = apply_ordering(request, devices, DEVICE_ORDERING)
+    page = paginate(request, devices)
+    context = {
+        "device_class": device_class,
+        "errors": errors,
+        "page_obj": page,
+        "rows": _refined(list(page.object_list)),
+        "compiled": members is not None,
+        "error": membership.errors.get(name),
+        "cel_errors": membership.cel_errors.get(name, 0),
+        "raw_yaml": object_yaml(device_class.raw),
+        "yaml_name": name,
+    }
+    return render_page(
+        request,
+        template="claims/device_class_detail.html",
+        context=context,
+        fragments={"table": "claims/_device_table.html"},
+        live=["classes", "devices"],
+    )
+
+
+@read_access
+def taint_rule_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=DeviceTaintRuleFilterSet,
+        queryset=DeviceTaintRule.objects.order_by("name"),
+        template="claims/taint_rule_list.html",
+        fragment="claims/_taint_rule_table.html",
+        live=["devices"],
+        ordering={**NAME_ORDERING, "driver": "driver"},
+    )
+
+
+@read_access
+def resource_class_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=ResourceClassFilterSet,
+        queryset=ResourceClass.objects.order_by("name"),
+        template="claims/resource_class_list.html",
+        fragment="claims/_resource_class_table.html",
+        live=["classes"],
+        ordering={**NAME_ORDERING, "driver": "driver_name"},
     )
 
 

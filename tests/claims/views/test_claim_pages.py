@@ -1,13 +1,10 @@
-"""The Claims filter form, the claim-to-template link and the overview's device numbers."""
+"""The Claims filter form and the claim-to-template link."""
 
 from __future__ import annotations
-
-import re
 
 from django.test import Client
 from django.urls import reverse
 
-from claims.devices.counts import driver_utilisation
 from claims.models import Pod, ResourceClaim, ResourceClaimTemplate, ResourceQuota
 from claims.templates import POD_CLAIM_NAME, template_of_entry
 from inventory.sync import upsert_events
@@ -90,34 +87,3 @@ def test_a_claim_stored_before_its_pod_is_linked_when_the_pod_arrives(demo) -> N
     upsert_events("Pod", [(raw, None)], publish=False)
     assert ResourceClaim.objects.get(pk=claim.pk).template_name == template
     assert ResourceClaimTemplate.objects.filter(namespace=claim.namespace, name=template).exists()
-
-
-def test_overview_free_excludes_tainted_and_blocked(demo, viewer_client: Client) -> None:
-    """Free, allocated and unavailable are disjoint parts of the device total."""
-    response = viewer_client.get(reverse("overview"))
-    totals = response.context["totals"]
-    counts = driver_utilisation()
-    total = sum(c["total"] for c in counts.values())
-    tainted = sum(c["tainted"] for c in counts.values())
-    blocked = sum(c["blocked"] for c in counts.values())
-    allocated = sum(c["allocated"] for c in counts.values())
-    assert totals["available"] == total - allocated - tainted - blocked
-    assert totals["available"] + totals["allocated"] + totals["unavailable"] == totals["total"]
-    content = response.content.decode()
-    free_card = content[content.index(">Free<") : content.index(">Unavailable<")]
-    assert not re.search(r"\d+ (tainted|blocked)", free_card)
-
-
-def test_chart_colours_differ_from_device_state_colours(db) -> None:
-    """No driver line uses a colour that means a device state."""
-    from console.overview import CHART_COLOURS
-    from tests.paths import ROOT
-
-    css = (ROOT / "static" / "dashboard" / "app.css").read_text().lower()
-    states = ("allocated", "shared", "free", "admin", "tainted", "unhealthy", "blocked")
-    state_colours = {
-        line.split(":")[1].strip().rstrip(";")
-        for line in css.splitlines()
-        if any(line.strip().startswith(f"--{s}:") for s in states)
-    }
-    assert state_colours and not state_colours & {c.lower() for c in CHART_COLOURS}

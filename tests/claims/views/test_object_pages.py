@@ -1,4 +1,4 @@
-"""The pages added for devices, classes, taint rules, classic objects, pods, search and 404."""
+"""The pages for devices, classes, taint rules, classic objects, pods, quotas and search."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from claims.devices.classes import class_membership
-from claims.models import Pod
-from inventory.models import Device, DeviceClass
+from claims.models import Pod, ResourceQuota
+from inventory.models import Device, DeviceClass, Node
 from tests.console.demo import load_demo
 
-NEW_LISTS = [
+OBJECT_LISTS = [
     "device-list",
     "device-class-list",
     "taint-rule-list",
@@ -23,10 +23,10 @@ NEW_LISTS = [
 ]
 
 
-def test_new_pages_render_and_are_in_the_nav(demo, viewer_client: Client) -> None:
-    """Each new list page answers 200 and every page's nav links to it."""
+def test_object_pages_render_and_are_in_the_nav(demo, viewer_client: Client) -> None:
+    """Each list page answers 200 and every page's nav links to it."""
     overview = viewer_client.get(reverse("overview")).content.decode()
-    for name in NEW_LISTS:
+    for name in OBJECT_LISTS:
         url = reverse(name)
         assert viewer_client.get(url).status_code == 200, url
         assert f'href="{url}"' in overview, name
@@ -58,18 +58,9 @@ def test_search_finds_objects_of_several_kinds(demo, viewer_client: Client) -> N
     assert reverse("device-detail", args=[device.pk]) in response.content.decode()
 
 
-def test_unknown_pages_get_a_styled_404_with_navigation(db, viewer_client: Client, settings):
-    """A missing page answers 404 with the site's layout and its navigation."""
-    settings.DEBUG = False
-    response = viewer_client.get("/no-such-page/")
-    assert response.status_code == 404
-    content = response.content.decode()
-    assert "Page not found" in content and f'href="{reverse("claim-list")}"' in content
-
-
-@pytest.mark.parametrize("name", NEW_LISTS)
-def test_new_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) -> None:
-    """The query count of a new list page does not grow with the cluster."""
+@pytest.mark.parametrize("name", OBJECT_LISTS)
+def test_object_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) -> None:
+    """The query count of a list page does not grow with the cluster."""
     client = Client()
     client.force_login(viewer_user)
     load_demo(nodes=12, seed=2)
@@ -83,8 +74,6 @@ def test_new_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str
 
 def test_quotas_show_cpu_memory_and_pods_lines(db, viewer_client: Client) -> None:
     """Quota lines other than device classes are listed with used against hard."""
-    from claims.models import ResourceQuota
-
     ResourceQuota.objects.create(
         uid="q-1",
         namespace="team-z",
@@ -112,8 +101,6 @@ def test_quotas_show_cpu_memory_and_pods_lines(db, viewer_client: Client) -> Non
 
 def test_node_and_device_pages_offer_yaml(demo, viewer_client: Client) -> None:
     """Node pages show the Node's YAML; device pages the YAML of the slice that publishes it."""
-    from inventory.models import Node
-
     node = Node.objects.first()
     node_page = viewer_client.get(reverse("node-detail", args=[node.name]))
     assert f"name: {node.name}" in node_page.context["raw_yaml"]
@@ -122,9 +109,9 @@ def test_node_and_device_pages_offer_yaml(demo, viewer_client: Client) -> None:
     assert f"name: {device.slice.name}" in download.content.decode()
 
 
-@pytest.mark.parametrize("name", NEW_LISTS)
-def test_new_list_tables_refresh_as_fragments(demo, viewer_client: Client, name: str) -> None:
-    """The live layer can re-fetch each new list's table through the page view."""
+@pytest.mark.parametrize("name", OBJECT_LISTS)
+def test_object_list_tables_refresh_as_fragments(demo, viewer_client: Client, name: str) -> None:
+    """The live layer can re-fetch each list's table through the page view."""
     response = viewer_client.get(reverse(name), {"fragment": "table"})
     assert response.status_code == 200
     assert b"<html" not in response.content and b'hx-trigger="live"' in response.content

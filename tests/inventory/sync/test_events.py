@@ -109,7 +109,7 @@ class TimedSource:
         return self.now
 
     def next_event(self, timeout: float):
-        from inventory.sync.watch.batching import Signal
+        from inventory.sync.watch.events import Signal
 
         if not self.arrivals:
             return Signal.END

@@ -1,4 +1,4 @@
-"""Tables: sorting by ?ordering=, ages, page numbers, grouped numbers."""
+"""Tables: sorting by ?ordering=, ages and page numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from django.test import Client
 from django.urls import reverse
 
 from claims.models import ResourceClaim
-from dashboard.templatetags.ui import grouped
 
 SORTABLE = [
     ("claim-list", "name"),
@@ -62,10 +61,3 @@ def test_pages_are_numbered_and_ages_shown(demo, viewer_client: Client) -> None:
     assert f'aria-label="Page {paginator.num_pages}"' in content
     claims = viewer_client.get(reverse("claim-list")).content.decode()
     assert '<time class="ago" datetime="' in claims and 'UTC"' in claims
-
-
-def test_numbers_are_grouped() -> None:
-    """Counts are shown with thousands separators."""
-    assert grouped(20424) == "20,424"
-    assert grouped("7") == "7"
-    assert grouped(None) == ""

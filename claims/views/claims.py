@@ -1,0 +1,320 @@
+"""Pages of what asks for devices: claims, claim templates, pods, classic
+PodSchedulingContexts and quotas.
+
+Each list is `list_page` over its FilterSet (or a fixed set of grouped queries), so it runs a
+fixed number of queries whatever the cluster size; quota lines and template use come from
+`claims.pages`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+
+from claims.choices import ClaimState
+from claims.filters import (
+    PodFilterSet,
+    PodSchedulingContextFilterSet,
+    ResourceClaimFilterSet,
+    ResourceClaimTemplateFilterSet,
+    ResourceQuotaFilterSet,
+)
+from claims.models import (
+    AllocatedDevice,
+    Pod,
+    PodSchedulingContext,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceQuota,
+)
+from claims.pages import other_quota_rows, quota_rows, template_claim_counts
+from claims.templates import template_names
+from dashboard.views import (
+    apply_filters,
+    apply_ordering,
+    distinct_values,
+    given_filters,
+    list_page,
+    object_yaml,
+    paginate,
+    read_access,
+    render_page,
+    yaml_download,
+)
+from inventory.models import Device
+
+CLAIM_ORDERING = {
+    "namespace": "namespace",
+    "name": "name",
+    "state": "state",
+    "node": "node_name",
+    "devices": "allocated_count",
+    "age": "created_at",
+}
+NAMESPACED_ORDERING = {"namespace": "namespace", "name": "name", "age": "created_at"}
+
+
+def _yaml_context(raw: Any, name: str) -> dict[str, Any]:
+    return {"raw_yaml": object_yaml(raw), "yaml_name": name}
+
+
+@read_access
+def claim_list(request: HttpRequest) -> HttpResponse:
+    claims, params, errors = apply_filters(
+        request, ResourceClaimFilterSet, ResourceClaim.objects.order_by("namespace", "name")
+    )
+    if not errors:
+        claims, errors = apply_ordering(request, claims, CLAIM_ORDERING)
+    claims = claims.annotate(reservation_count=Count("reservations"))
+    page = paginate(
+        request,
+        claims.only(
+            "pk",
+            "namespace",
+            "name",
+            "state",
+            "classic",
+            "node_name",
+            "device_classes",
+            "request_count",
+            "allocated_count",
+            "owner_pod",
+            "diagnosis",
+            "created_at",
+        ),
+    )
+    # Tab counts: the same filters without the state one.
+    others = given_filters(request)
+    others.pop("state", None)
+    by_state = dict(
+        ResourceClaimFilterSet(others, queryset=ResourceClaim.objects.all())
+        .qs.values_list("state")
+        .annotate(n=Count("pk"))
+        .values_list("state", "n")
+    )
+    context: dict[str, Any] = {
+        "page_obj": page,
+        "params": params,
+        "errors": errors,
+        "namespaces": distinct_values(ResourceClaim, "namespace"),
+        "states": ClaimState.choices,
+        "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
+    }
+    live = ["claims"] if not params["namespace"] else [f"namespace:{params['namespace']}"]
+    return render_page(
+        request,
+        template="claims/claim_list.html",
+        context=context,
+        fragments={"table": "claims/_claim_table.html"},
+        live=live,
+    )
+
+
+def device_ids_for(entries: list[AllocatedDevice]) -> dict[str, int]:
+    """Map `driver/pool/device` keys of allocation results to current Device ids (one query)."""
+    if not entries:
+        return {}
+    wanted = Q()
+    for entry in entries:
+        wanted |= Q(driver=entry.driver, pool_name=entry.pool, name=entry.device)
+    rows = Device.objects.filter(wanted, current=True).values_list(
+        "pk", "driver", "pool_name", "name"
+    )
+    return {f"{driver}/{pool}/{name}": pk for pk, driver, pool, name in rows}
+
+
+@read_access
+def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    claim = get_object_or_404(
+        ResourceClaim.objects.prefetch_related("allocated_devices", "reservations"),
+        namespace=namespace,
+        name=name,
+    )
+    allocated = list(claim.allocated_devices.all())
+    ids = device_ids_for(allocated)
+    devices = [(entry, ids.get(entry.key)) for entry in allocated]
+    download = yaml_download(request, raw=claim.raw, filename=f"{namespace}-{name}")
+    if download is not None:
+        return download
+    reservations = list(claim.reservations.all())
+    diagnosis = claim.diagnosis if isinstance(claim.diagnosis, dict) else None
+    waiting = [str(p) for p in (diagnosis or {}).get("pods") or []]
+    wanted = {r.name for r in reservations} | set(waiting) | {claim.owner_pod} - {""}
+    pods = {pod.name: pod for pod in Pod.objects.filter(namespace=namespace, name__in=wanted)}
+    spec = (claim.obj or {}).get("spec") or {}
+    context = {
+        "claim": claim,
+        # Through the owning pod, so a claim stored before its pod still names its template.
+        "template_name": template_names([claim]).get(claim.pk, claim.template_name),
+        "devices": devices,
+        "reservations": [(r, pods.get(r.name)) for r in reservations],
+        "requests": (spec.get("devices") or {}).get("requests") or [],
+        "diagnosis": diagnosis,
+        "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
+        "waiting_pods": [
+            (pod_name, pods.get(pod_name))
+            for pod_name in (waiting or [claim.owner_pod])
+            if pod_name
+        ],
+        "owner": pods.get(claim.owner_pod),
+        "raw_yaml": object_yaml(claim.raw),
+        "yaml_name": f"{namespace}-{name}",
+    }
+    return render_page(
+        request,
+        template="claims/claim_detail.html",
+        context=context,
+        fragments={"body": "claims/_claim_body.html"},
+        live=[f"namespace:{namespace}"],
+    )
+
+
+@read_access
+def template_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=ResourceClaimTemplateFilterSet,
+        queryset=ResourceClaimTemplate.objects.only(
+            "pk", "namespace", "name", "device_classes", "created_at", "obj"
+        ),
+        template="claims/template_list.html",
+        fragment="claims/_template_table.html",
+        live=["templates"],
+        rows=template_claim_counts,
+        ordering=NAMESPACED_ORDERING,
+        context={"namespaces": distinct_values(ResourceClaimTemplate, "namespace")},
+    )
+
+
+@read_access
+def template_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    template = get_object_or_404(ResourceClaimTemplate, namespace=namespace, name=name)
+    download = yaml_download(request, raw=template.raw, filename=f"{namespace}-{name}")
+    if download is not None:
+        return download
+    claims = ResourceClaim.objects.filter(namespace=namespace, template_name=name).only(
+        "pk", "namespace", "name", "state", "node_name", "created_at"
+    )
+    context = {
+        "template": template,
+        "page_obj": paginate(request, claims.order_by("name")),
+        **_yaml_context(template.raw, f"{namespace}-{name}"),
+    }
+    return render_page(
+        request,
+        template="claims/template_detail.html",
+        context=context,
+        live=[f"namespace:{namespace}"],
+    )
+
+
+@read_access
+def pod_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=PodFilterSet,
+        queryset=Pod.objects.order_by("namespace", "name").only(
+            "pk", "namespace", "name", "phase", "node_name", "resource_claims", "created_at"
+        ),
+        template="claims/pod_list.html",
+        fragment="claims/_pod_table.html",
+        live=["pods"],
+        ordering={**NAMESPACED_ORDERING, "phase": "phase", "node": "node_name"},
+        context={
+            "namespaces": distinct_values(Pod, "namespace"),
+            "phases": ["Pending", "Running", "Succeeded", "Failed", "Unknown"],
+        },
+    )
+
+
+@read_access
+def pod_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
+    pod = get_object_or_404(Pod, namespace=namespace, name=name)
+    download = yaml_download(request, raw=pod.raw, filename=f"{namespace}-{name}")
+    if download is not None:
+        return download
+    generated = {
+        str(s.get("name")): str(s.get("resourceClaimName") or "") for s in pod.claim_statuses or []
+    }
+    entries = []
+    for entry in pod.resource_claims or []:
+        entry_name = str(entry.get("name") or "")
+        claim = entry.get("resourceClaimName") or generated.get(entry_name) or ""
+        entries.append(
+            {
+                "name": entry_name,
+                "claim": claim,
+                "template": entry.get("resourceClaimTemplateName") or "",
+            }
+        )
+    claims = {
+        c.name: c
+        for c in ResourceClaim.objects.filter(
+            namespace=namespace, name__in=[e["claim"] for e in entries if e["claim"]]
+        ).only("pk", "namespace", "name", "state")
+    }
+    context = {
+        "pod": pod,
+        "entries": [(e, claims.get(e["claim"])) for e in entries],
+        **_yaml_context(pod.raw, f"{namespace}-{name}"),
+    }
+    return render_page(
+        request,
+        template="claims/pod_detail.html",
+        context=context,
+        fragments={},
+        live=[f"namespace:{namespace}"],
+    )
+
+
+def _scheduling_rows(contexts: list[PodSchedulingContext]) -> list[dict[str, Any]]:
+    rows = []
+    for context in contexts:
+        status = (context.obj or {}).get("status") or {}
+        unsuitable = {
+            str(entry.get("name")): [str(n) for n in entry.get("unsuitableNodes") or []]
+            for entry in status.get("resourceClaims") or []
+        }
+        rows.append(
+            {
+                "context": context,
+                "potential": [str(n) for n in context.potential_nodes or []],
+                "unsuitable": unsuitable,
+            }
+        )
+    return rows
+
+
+@read_access
+def scheduling_context_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=PodSchedulingContextFilterSet,
+        queryset=PodSchedulingContext.objects.order_by("namespace", "name"),
+        template="claims/scheduling_context_list.html",
+        fragment="claims/_scheduling_context_table.html",
+        live=["pods"],
+        rows=_scheduling_rows,
+        ordering={**NAMESPACED_ORDERING, "node": "selected_node"},
+        context={"namespaces": distinct_values(PodSchedulingContext, "namespace")},
+    )
+
+
+@read_access
+def quota_list(request: HttpRequest) -> HttpResponse:
+    return list_page(
+        request,
+        filterset=ResourceQuotaFilterSet,
+        queryset=ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
+        template="claims/quota_list.html",
+        fragment="claims/_quota_table.html",
+        live=["quotas"],
+        rows=lambda quotas: [
+            (quota, quota_rows(quota), other_quota_rows(quota)) for quota in quotas
+        ],
+        context={"namespaces": distinct_values(ResourceQuota, "namespace")},
+    )
