@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.utils.module_loading import import_string
 
-from claims.whatif.diagnosis import diagnose_all
-from console.tasks import sample_utilisation
+from dashboard import registry
 from dralib.kube.kinds import KINDS
 from inventory.sync.watch import start_watchers
 
@@ -36,12 +36,15 @@ def _periodic(name: str, interval: float, job: Callable[[], object]) -> None:
             close_old_connections()
 
 
-def _refresh_diagnoses() -> object:
-    return diagnose_all()
+def embedded_jobs() -> list[tuple[str, Callable[[], object]]]:
+    """The periodic tasks beat would send, as (name, callable) to run here in turn.
 
-
-def _sample_utilisation() -> object:
-    return sample_utilisation()
+    A Celery task called directly runs inline; tasks whose work this mode does otherwise
+    (keeping watchers running) are left out.
+    """
+    return [
+        (task.name, import_string(task.task)) for task in registry.periodic_tasks() if task.embedded
+    ]
 
 
 def start() -> bool:
@@ -52,13 +55,12 @@ def start() -> bool:
             return False
 
         start_watchers(list(KINDS), stop=_stop)
-        jobs: list[tuple[str, float, Callable[[], object]]] = [
-            ("refresh-diagnoses", settings.EMBEDDED_JOB_SECONDS, _refresh_diagnoses),
-            ("sample-utilisation", settings.EMBEDDED_JOB_SECONDS, _sample_utilisation),
-        ]
-        for name, interval, job in jobs:
+        for name, job in embedded_jobs():
             threading.Thread(
-                target=_periodic, args=(name, interval, job), name=name, daemon=True
+                target=_periodic,
+                args=(name, settings.EMBEDDED_JOB_SECONDS, job),
+                name=name,
+                daemon=True,
             ).start()
         _running = True
         log.info("embedded sync started for %s", ", ".join(KINDS))

@@ -32,11 +32,16 @@ class NavLink:
 
 @dataclass(frozen=True)
 class PeriodicTask:
-    """A Celery task that beat sends every `seconds`, under the entry name `name`."""
+    """A Celery task that beat sends every `seconds`, under the entry name `name`.
+
+    `embedded`: the embedded mode (no Celery) runs it too, in the web process; a task whose
+    work that mode does otherwise (keeping watchers running) says False.
+    """
 
     name: str
     task: str
     seconds: float
+    embedded: bool = True
 
 
 _nav: dict[str, NavLink] = {}
@@ -55,11 +60,11 @@ def nav_links() -> list[NavLink]:
     return sorted(_nav.values(), key=lambda link: (link.order, link.label))
 
 
-def register_periodic_task(name: str, *, task: str, seconds: float) -> None:
+def register_periodic_task(name: str, *, task: str, seconds: float, embedded: bool = True) -> None:
     """Have beat send the Celery task named `task` every `seconds`, as the entry `name`."""
     if seconds <= 0:
         raise ValueError(f"periodic task {name!r}: seconds must be positive, not {seconds!r}")
-    _periodic[name] = PeriodicTask(name, task, float(seconds))
+    _periodic[name] = PeriodicTask(name, task, float(seconds), embedded)
 
 
 def periodic_tasks() -> list[PeriodicTask]:

@@ -15,8 +15,9 @@ class InventoryConfig(AppConfig):
             "nodes", "namespaces", "classes", "pools", "slices", "devices", "sync"
         )
         # Restart any missing watcher within a minute (lock expiry plus one beat).
+        # Not in the embedded mode: it starts the watchers itself, in the web process.
         registry.register_periodic_task(
-            "ensure-watchers", task="inventory.tasks.ensure_watchers", seconds=30
+            "ensure-watchers", task="inventory.tasks.ensure_watchers", seconds=30, embedded=False
         )
         # Long-lived watchers get their own queue, so a dedicated worker can take them and what-if
         # jobs never wait behind them (deploy/entrypoint.sh: workers consume `celery,watchers`).
