@@ -1,7 +1,9 @@
-"""SyncState bookkeeping for the watch loop, and the write path it commits through.
+"""SyncState bookkeeping for the watch loop: what each report writes to the kind's row.
 
-Every commit is fenced: the SyncState row is updated only where `watcher` still names this
-watcher, and a zero row count (another watcher took the kind over) rolls the batch back.
+Every update is fenced: the SyncState row is updated only where `watcher` still names this
+watcher, and a zero row count (another watcher took the kind over) raises LostOwnership, which
+rolls back the transaction the caller (`store.DatabaseSink`, which owns every transaction and
+the SQLite write guard) opened around it.
 
 Health is stored as it is: any success (a committed batch, a list, a cursor check) clears
 `last_error`; "not served" is neutral (`served=False`, `not_served_reason`), not an error; the
@@ -17,13 +19,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
 from dashboard.live import publish_changes
 from inventory.models import SkippedObject, SyncState
-from inventory.sync import BatchResult, handler_for, replace_all
+from inventory.sync import BatchResult, handler_for
 from inventory.sync.watch.sink import LostOwnership
 
 # SQLite allows one writer at a time and fails fast on lock upgrades between threads of one
@@ -128,15 +130,9 @@ def record_list(
 def record_verified(kind: str, *, watcher: str) -> None:
     """The server confirmed the stored cursor (it is not ahead of the server's data)."""
     now = timezone.now()
-    with write_guard(), transaction.atomic():
-        fenced_update(
-            kind,
-            watcher=watcher,
-            cursor_valid=True,
-            verified_at=now,
-            heartbeat_at=now,
-            last_error="",
-        )
+    fenced_update(
+        kind, watcher=watcher, cursor_valid=True, verified_at=now, heartbeat_at=now, last_error=""
+    )
 
 
 def record_cursor_invalid(kind: str, *, watcher: str) -> None:
@@ -144,33 +140,25 @@ def record_cursor_invalid(kind: str, *, watcher: str) -> None:
 
     Never raises for a lost row (it is called from error handling); the next commit notices.
     """
-    with write_guard():
-        _unfenced_update(kind, watcher, cursor_valid=False, heartbeat_at=timezone.now())
+    _unfenced_update(kind, watcher, cursor_valid=False, heartbeat_at=timezone.now())
 
 
 def record_cluster(kind: str, *, watcher: str, cluster_uid: str) -> None:
     """Note which cluster (kube-system namespace uid) the stored objects come from."""
-    with write_guard(), transaction.atomic():
-        fenced_update(kind, watcher=watcher, cluster_uid=cluster_uid)
+    fenced_update(kind, watcher=watcher, cluster_uid=cluster_uid)
 
 
-def forget_cluster(kind: str, *, watcher: str, cluster_uid: str) -> None:
-    """Drop every stored object of the kind: they belong to another cluster than `cluster_uid`.
-
-    Runs in its own transaction so the other cluster's objects are gone even if the next
-    list fails; the cursor goes with them.
-    """
-    with write_guard(), transaction.atomic():
-        replace_all(kind, [])
-        fenced_update(
-            kind,
-            watcher=watcher,
-            cluster_uid=cluster_uid,
-            resource_version="",
-            cursor_valid=False,
-            heartbeat_at=timezone.now(),
-            **_counts(kind),
-        )
+def record_cluster_changed(kind: str, *, watcher: str, cluster_uid: str) -> None:
+    """Another cluster answers now: its uid, and no cursor (the objects were just dropped)."""
+    fenced_update(
+        kind,
+        watcher=watcher,
+        cluster_uid=cluster_uid,
+        resource_version="",
+        cursor_valid=False,
+        heartbeat_at=timezone.now(),
+        **_counts(kind),
+    )
 
 
 def record_not_served(kind: str, *, watcher: str, message: str) -> None:
@@ -192,26 +180,19 @@ def record_not_served(kind: str, *, watcher: str, message: str) -> None:
 
 def record_error(kind: str, *, watcher: str, message: str) -> None:
     """Note an error; never raises for a lost row, the loop's next commit will notice that."""
-    with write_guard():
-        _unfenced_update(kind, watcher, last_error=message[:2000], last_error_at=timezone.now())
+    _unfenced_update(kind, watcher, last_error=message[:2000], last_error_at=timezone.now())
 
 
 def heartbeat(kind: str, *, watcher: str, rate: float) -> None:
     """Show the watcher is alive between batches and store its event rate (fenced)."""
-    with write_guard(), transaction.atomic():
-        fenced_update(
-            kind,
-            watcher=watcher,
-            publish=False,
-            heartbeat_at=timezone.now(),
-            events_per_second=rate,
-        )
+    fenced_update(
+        kind, watcher=watcher, publish=False, heartbeat_at=timezone.now(), events_per_second=rate
+    )
 
 
 def release_kind(kind: str, *, watcher: str) -> None:
     """Clear the watcher name when stopping, so status pages show nobody is watching."""
-    with write_guard():
-        _unfenced_update(kind, watcher, watcher="")
+    _unfenced_update(kind, watcher, watcher="")
 
 
 def stale_kinds(*, max_age: timedelta | None = None) -> list[str]:

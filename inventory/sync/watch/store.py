@@ -1,7 +1,8 @@
 """The database side of the watch loop: a `Sink` that writes one kind through `inventory.sync`.
 
-Every write is one transaction under the SQLite write guard, fenced on the kind's SyncState row
-(`state.fenced_update`): a watcher that lost the kind to another rolls its batch back.
+Every write is one transaction under the SQLite write guard, here and nowhere else; it is
+fenced on the kind's SyncState row (`state.fenced_update`): a watcher that lost the kind to
+another rolls its batch back. How a batch is written is decided in this module.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class DatabaseSink:
         )
 
     def close(self) -> None:
-        state.release_kind(self.kind, watcher=self.watcher)
+        with state.write_guard():
+            state.release_kind(self.kind, watcher=self.watcher)
 
     def replace(
         self,
@@ -70,19 +72,28 @@ class DatabaseSink:
             )
 
     def bookmark(self, *, rate: float) -> None:
-        state.heartbeat(self.kind, watcher=self.watcher, rate=rate)
+        with state.write_guard(), transaction.atomic():
+            state.heartbeat(self.kind, watcher=self.watcher, rate=rate)
 
     def verified(self) -> None:
-        state.record_verified(self.kind, watcher=self.watcher)
+        with state.write_guard(), transaction.atomic():
+            state.record_verified(self.kind, watcher=self.watcher)
 
     def cursor_invalid(self) -> None:
-        state.record_cursor_invalid(self.kind, watcher=self.watcher)
+        # Called from error handling: never raises for a lost row; the next commit notices.
+        with state.write_guard():
+            state.record_cursor_invalid(self.kind, watcher=self.watcher)
 
     def cluster_seen(self, cluster_uid: str) -> None:
-        state.record_cluster(self.kind, watcher=self.watcher, cluster_uid=cluster_uid)
+        with state.write_guard(), transaction.atomic():
+            state.record_cluster(self.kind, watcher=self.watcher, cluster_uid=cluster_uid)
 
     def cluster_changed(self, cluster_uid: str) -> None:
-        state.forget_cluster(self.kind, watcher=self.watcher, cluster_uid=cluster_uid)
+        # A transaction of its own: the other cluster's objects are gone even if the next
+        # list fails, and the cursor goes with them.
+        with state.write_guard(), transaction.atomic():
+            replace_all(self.kind, [])
+            state.record_cluster_changed(self.kind, watcher=self.watcher, cluster_uid=cluster_uid)
 
     def not_served(self, message: str) -> None:
         with state.write_guard(), transaction.atomic():
@@ -92,7 +103,8 @@ class DatabaseSink:
 
     def error(self, message: str) -> None:
         try:
-            state.record_error(self.kind, watcher=self.watcher, message=message)
+            with state.write_guard():
+                state.record_error(self.kind, watcher=self.watcher, message=message)
         except Exception:  # noqa: BLE001 - the database may be what failed
             log.exception("%s: could not record the error", self.kind)
 
