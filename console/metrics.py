@@ -3,8 +3,12 @@
 A custom Collector computes every gauge from the database when scraped (grouped queries, no loop
 over rows in Python except quantity sums for counters and consumable capacity, which SQL cannot do
 exactly), so any number of web processes give the same answer and a scrape through the Service is
-as good as one per pod. The one in-process measurement, what-if latency, is exported from
-`dashboard.timings`.
+as good as one per pod. Devices per DeviceClass are the overview's counts: CEL runs only when
+slices or classes change, never per scrape. The one in-process measurement, what-if latency, is
+exported from `dashboard.timings`.
+
+The alerts in `deploy/prometheus/rules.yaml` and the Grafana dashboard in `deploy/grafana/` use
+these names; `tests/deploy/test_alerts.py` fails when one of theirs is not exported here.
 
 Every name starts with `dra_dashboard_`. `/metrics` answers a scraper presenting
 `Authorization: Bearer <settings.METRICS_TOKEN>`, a signed-in user (session or DRF token), or
@@ -27,7 +31,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, Min, OuterRef
+from django.db.models import Count, Exists, F, Min, OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -42,6 +46,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from claims.choices import ClaimState
+from claims.devices.classes import class_utilisation
 from claims.devices.counts import pool_device_counts
 from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
 from claims.leaks import KINDS as LEAK_KINDS
@@ -49,7 +54,7 @@ from claims.leaks import find_leaks
 from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
 from dralib.allocator.quantity import exact_amount
-from inventory.models import CounterSet, Device, DeviceClass, SkippedObject, SyncState
+from inventory.models import CounterSet, Device, SkippedObject, SyncState
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +86,7 @@ class _Quantities:
 
 
 def device_metrics() -> list[Metric]:
-    """Devices per pool and driver by state, and per DeviceClass where the class is computable."""
+    """Devices per pool and driver by state."""
 
     # The same counts the overview and the pool pages show: one definition of "allocated".
     rows = sorted(pool_device_counts(refine=False).items())
@@ -94,30 +99,61 @@ def device_metrics() -> list[Metric]:
     tainted = _gauge(
         "devices_tainted", "Devices not allocated but tainted (NoSchedule/NoExecute).", labels
     )
-    per_driver: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for (driver, pool_name), row in rows:
         key = [driver, pool_name]
-        counts = {state: row[state] for state in ("total", "allocated", "tainted", "free")}
-        total.add_metric(key, counts["total"])
-        allocated.add_metric(key, counts["allocated"])
-        tainted.add_metric(key, counts["tainted"])
-        free.add_metric(key, counts["free"])
-        for state, count in counts.items():
-            per_driver[driver][state] += count
+        total.add_metric(key, row["total"])
+        allocated.add_metric(key, row["allocated"])
+        tainted.add_metric(key, row["tainted"])
+        free.add_metric(key, row["free"])
+    return [total, allocated, free, tainted]
+
+
+CLASS_STATES = ("total", "allocated", "free", "tainted")
+
+
+def class_metrics() -> list[Metric]:
+    """Devices per DeviceClass by state, and pending claims that ask for each class.
+
+    Devices are the overview's class counts (claims.devices.classes.class_utilisation): exact
+    CEL membership, evaluated only when slices or classes change and kept between scrapes, with
+    the holds and taints read each time. A class whose selectors do not compile is left out.
+    """
     by_class = _gauge(
         "class_devices",
-        "Devices per DeviceClass and state, for classes that only select a driver "
-        '(`device.driver == "x"`); other classes are not computable and left out.',
+        "Devices per DeviceClass (every selector matches, as the scheduler decides) and state: "
+        "total, allocated, free (neither allocated nor tainted) or tainted. Classes whose "
+        "selectors do not compile are left out.",
         ("device_class", "state"),
     )
-    # The same approximation as claims.devices.classes.class_utilisation, from the rows above.
-    for device_class in DeviceClass.objects.only("pk", "name", "selectors").order_by("name"):
-        driver = device_class.selected_driver
-        if driver is None:
+    classes = class_utilisation()["classes"]
+    for entry in classes:
+        counts = entry["devices"]
+        if counts is None:
             continue
-        for state in ("total", "allocated", "free", "tainted"):
-            by_class.add_metric([device_class.name, state], per_driver[driver][state])
-    return [total, allocated, free, tainted, by_class]
+        for state in CLASS_STATES:
+            by_class.add_metric([entry["name"], state], counts[state])
+    # Claims are grouped by their (sorted) list of class names: one row per distinct list.
+    rows = (
+        ResourceClaim.objects.filter(state=ClaimState.PENDING)
+        .order_by()
+        .values("device_classes")
+        .annotate(n=Count("pk"))
+        .values_list("device_classes", "n")
+    )
+    pending = {entry["name"]: 0 for entry in classes}
+    for names, count in rows:
+        for name in set(names or ()):
+            pending[str(name)] = pending.get(str(name), 0) + count
+    pending_family = _gauge(
+        "class_pending_claims",
+        "Pending ResourceClaims naming the DeviceClass in a request or a firstAvailable "
+        "alternative (a claim naming two classes counts for both). Every DeviceClass has a "
+        "series, and so does a missing class a pending claim names.",
+        ("device_class",),
+    )
+    for name in sorted(pending):
+        pending_family.add_metric([name], pending[name])
+    return [by_class, pending_family]
 
 
 def pool_status_metrics() -> list[Metric]:
@@ -283,25 +319,32 @@ def capacity_metrics() -> list[Metric]:
 
 
 def claim_metrics(now: datetime) -> list[Metric]:
-    """Pending claims per namespace and the age of the oldest one."""
+    """Pending claims per namespace, and the age and name of the oldest one."""
 
+    oldest_name = (
+        ResourceClaim.objects.filter(state=ClaimState.PENDING, namespace=OuterRef("namespace"))
+        .order_by(F("created_at").asc(nulls_last=True), "name")
+        .values("name")[:1]
+    )
     rows = (
         ResourceClaim.objects.filter(state=ClaimState.PENDING)
         .order_by()
         .values("namespace")
-        .annotate(pending=Count("pk"), oldest=Min("created_at"))
+        .annotate(pending=Count("pk"), oldest=Min("created_at"), oldest_claim=Subquery(oldest_name))
         .order_by("namespace")
     )
     pending = _gauge("pending_claims", "ResourceClaims not allocated yet.", ("namespace",))
     oldest = _gauge(
         "pending_claim_oldest_age_seconds",
-        "Age of the oldest pending ResourceClaim (from creationTimestamp).",
-        ("namespace",),
+        "Age of the oldest pending ResourceClaim of the namespace (from creationTimestamp); "
+        "`claim` names it.",
+        ("namespace", "claim"),
     )
     for row in rows:
         pending.add_metric([row["namespace"]], row["pending"])
         if row["oldest"] is not None:
-            oldest.add_metric([row["namespace"]], max((now - row["oldest"]).total_seconds(), 0))
+            age = max((now - row["oldest"]).total_seconds(), 0)
+            oldest.add_metric([row["namespace"], row["oldest_claim"] or ""], age)
     return [pending, oldest]
 
 
@@ -414,6 +457,7 @@ class DashboardCollector(Collector):
                     cursor.execute("SET LOCAL jit = off")
             families = [
                 *device_metrics(),
+                *class_metrics(),
                 *pool_status_metrics(),
                 *counter_metrics(),
                 *capacity_metrics(),

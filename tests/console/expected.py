@@ -8,6 +8,7 @@ and it or a DeviceTaintRule carries a taint whose effect is not None.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
@@ -106,24 +107,66 @@ def pool_devices(objects: list[JSON]) -> dict[tuple[str, str], dict[str, int]]:
     return dict(counts)
 
 
+def _gpu_memory_at_least_40gi(driver: str, device: JSON) -> bool:
+    memory = (device.get("capacity") or {}).get("memory")
+    return (
+        driver == "gpu.example.com"
+        and memory is not None
+        and (quantity(memory["value"]) >= quantity("40Gi"))
+    )
+
+
+# The scenario's selectors that are more than a driver check, written out by hand.
+CLASS_PREDICATES = {"big-gpu": _gpu_memory_at_least_40gi}
+
+
+def _class_predicate(device_class: JSON) -> Callable[[str, JSON], bool]:
+    name = device_class["metadata"]["name"]
+    if name in CLASS_PREDICATES:
+        return CLASS_PREDICATES[name]
+    [selector] = device_class["spec"]["selectors"]
+    expression = selector["cel"]["expression"]
+    prefix = 'device.driver == "'
+    assert expression.startswith(prefix) and expression.count('"') == 2, expression
+    wanted = expression[len(prefix) : -1]
+    return lambda driver, _: driver == wanted
+
+
 def class_devices(objects: list[JSON]) -> dict[str, dict[str, int]]:
-    """Per class whose single selector is `device.driver == "x"`: that driver's totals."""
-    per_pool = pool_devices(objects)
+    """{class: {total, allocated, tainted, free}} over the devices every selector matches."""
+    taken = held(objects)
     result = {}
     for device_class in of_kind(objects, "DeviceClass"):
-        selectors = device_class["spec"]["selectors"]
-        expression = selectors[0]["cel"]["expression"]
-        prefix = 'device.driver == "'
-        if len(selectors) != 1 or not expression.startswith(prefix) or "&&" in expression:
-            continue
-        driver = expression[len(prefix) : -1]
+        member = _class_predicate(device_class)
         totals = {"total": 0, "allocated": 0, "tainted": 0, "free": 0}
-        for (pool_driver, _), counts in per_pool.items():
-            if pool_driver == driver:
-                for key in totals:
-                    totals[key] += counts[key]
+        for driver, pool, device in current_devices(objects):
+            if not member(driver, device):
+                continue
+            totals["total"] += 1
+            if (driver, pool, device["name"]) in taken:
+                totals["allocated"] += 1
+            elif _tainted(objects, driver, pool, device):
+                totals["tainted"] += 1
+            else:
+                totals["free"] += 1
         result[device_class["metadata"]["name"]] = totals
     return result
+
+
+def class_pending_claims(objects: list[JSON]) -> dict[str, int]:
+    """{class: pending claims naming it in a request or an alternative}, every class present."""
+    counts = {c["metadata"]["name"]: 0 for c in of_kind(objects, "DeviceClass")}
+    for claim in of_kind(objects, "ResourceClaim"):
+        if (claim.get("status") or {}).get("allocation"):
+            continue
+        names = set()
+        for request in claim["spec"]["devices"].get("requests", []):
+            for choice in [request.get("exactly") or {}, *request.get("firstAvailable", [])]:
+                if choice.get("deviceClassName"):
+                    names.add(choice["deviceClassName"])
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def counters(objects: list[JSON]) -> dict[tuple[str, str, str], tuple[Fraction, Fraction]]:
@@ -167,15 +210,18 @@ def consumable_capacity(
     return {key: (capacity[key], consumed[key]) for key in capacity}
 
 
-def pending_claims(objects: list[JSON], now: datetime) -> dict[str, tuple[int, float]]:
-    """{namespace: (pending claims, age in seconds of the oldest)}."""
-    created: dict[str, list[datetime]] = defaultdict(list)
+def pending_claims(objects: list[JSON], now: datetime) -> dict[str, tuple[int, float, str]]:
+    """{namespace: (pending claims, age in seconds of the oldest, its name)}."""
+    created: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
     for claim in of_kind(objects, "ResourceClaim"):
         if (claim.get("status") or {}).get("allocation"):
             continue
         stamp = claim["metadata"]["creationTimestamp"].replace("Z", "+00:00")
-        created[claim["metadata"]["namespace"]].append(datetime.fromisoformat(stamp))
-    return {
-        namespace: (len(times), (now - min(times)).total_seconds())
-        for namespace, times in created.items()
-    }
+        created[claim["metadata"]["namespace"]].append(
+            (datetime.fromisoformat(stamp), claim["metadata"]["name"])
+        )
+    result = {}
+    for namespace, claims in created.items():
+        oldest, name = min(claims)
+        result[namespace] = (len(claims), (now - oldest).total_seconds(), name)
+    return result

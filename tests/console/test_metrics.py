@@ -47,8 +47,8 @@ def test_device_counts_per_pool_match_the_objects(demo_cluster) -> None:
         assert series(samples, name) == {key: counts[state] for key, counts in want.items()}
 
 
-def test_device_counts_per_class_only_where_computable(demo_cluster) -> None:
-    """Classes selecting one driver get that driver's counts; the CEL-heavy class is absent."""
+def test_device_counts_per_class_by_every_selector(demo_cluster) -> None:
+    """Every class gets the counts of the devices all its selectors match, CEL ones included."""
     samples = series(scrape(), "dra_dashboard_class_devices")
     want = {
         (name, state): count
@@ -56,7 +56,15 @@ def test_device_counts_per_class_only_where_computable(demo_cluster) -> None:
         for state, count in counts.items()
     }
     assert samples == want
-    assert not any(name == "big-gpu" for name, _ in samples)
+    assert ("big-gpu", "total") in samples
+
+
+def test_pending_claims_per_device_class(demo_cluster) -> None:
+    """Pending claims count for each class they name; every class has a series."""
+    samples = series(scrape(), "dra_dashboard_class_pending_claims")
+    want = expected.class_pending_claims(demo_cluster)
+    assert samples == {(name,): float(count) for name, count in want.items()}
+    assert any(want.values()) and not all(want.values())
 
 
 def test_shared_counters_capacity_and_consumption(demo_cluster) -> None:
@@ -88,14 +96,15 @@ def test_consumable_capacity_used_versus_capacity(demo_cluster) -> None:
 
 
 def test_pending_claims_and_oldest_age_per_namespace(demo_cluster) -> None:
-    """Pending claims per namespace and the age of the oldest one, measured at a fixed time."""
+    """Pending claims per namespace, the age of the oldest one at a fixed time, and its name."""
     samples = scrape(NOW)
     want = expected.pending_claims(demo_cluster, NOW)
     assert series(samples, "dra_dashboard_pending_claims") == {
-        (namespace,): float(count) for namespace, (count, _) in want.items()
+        (namespace,): float(count) for namespace, (count, _, _) in want.items()
     }
+    # Label values in label-name order: claim, namespace.
     assert series(samples, "dra_dashboard_pending_claim_oldest_age_seconds") == {
-        (namespace,): age for namespace, (_, age) in want.items()
+        (claim, namespace): age for namespace, (_, age, claim) in want.items()
     }
 
 
@@ -359,9 +368,11 @@ def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster) -> None
     with CaptureQueriesContext(connection) as large:
         samples = scrape()
     assert len(series(samples, "dra_dashboard_devices")) == 13
-    # 14 for the device, counter, claim and sync families, 20 for pool status (its refined
-    # states with pods' health reports, partition and shareable summaries), 5 for leaks.
-    assert len(large) == len(small) <= 45  # PostgreSQL takes a few more than SQLite
+    # 13 for the device, counter, claim and sync families, 20 for pool status (its refined
+    # states with pods' health reports, partition and shareable summaries), 5 for leaks, 5 for
+    # classes (the membership's fingerprint, the membership itself since slices changed, holds
+    # and taints, pending claims per class).
+    assert len(large) == len(small) <= 50  # PostgreSQL takes a few more than SQLite
 
 
 def test_pool_status_metrics_are_the_api_numbers(demo_cluster, api) -> None:
