@@ -8,11 +8,13 @@ here writes to the database.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from claims.whatif.headroom import Progress, place_copies, stranded_devices
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
+from claims.whatif.nodefilter import fit_error
 from claims.whatif.options import Options
 from claims.whatif.simulation import (
     NodeVerdict,
@@ -39,6 +41,7 @@ __all__ = [
     "parse_pins",
     "report_dict",
     "select_nodes",
+    "unschedulable_message",
 ]
 
 
@@ -126,6 +129,22 @@ def evaluate(
     # Headroom marks nodes it filled as no longer fitting; placements list the first pass's.
     fitting_ids = {id(v) for v in fitting}
     first = next((v for v in fitting if v.schedulable), None)
+    reasons: list[str] = []
+    if first is None:
+        # Before headroom, which places copies on the allocator's state.
+        reasons.append(
+            unschedulable_message(
+                sim,
+                total=total,
+                filtered=(f[1] for f in filters if f[0]),
+                candidates=[
+                    (node, v)
+                    for node, v, f in zip(nodes, verdicts, filters, strict=True)
+                    if not f[0] and not v.fits
+                ],
+                claims=first_claims,
+            )
+        )
     headroom = place_copies(
         sim,
         nodes=nodes,
@@ -149,7 +168,8 @@ def evaluate(
         :BEST_NODES
     ]
     best = [best_entry(v) for v in failing]
-    reasons = [] if fitting else reason_lines(failing)
+    if first is None:
+        reasons.extend(reason_lines(failing))
     return {
         "fits": first is not None,
         "nodes": node_entries,
@@ -178,6 +198,28 @@ def evaluate(
         "best": best,
         "diagnosis": _diagnosis_shape(failing, reasons) if not fitting else None,
     }
+
+
+def unschedulable_message(
+    sim: Simulation,
+    *,
+    total: int,
+    filtered: Iterable[str],
+    candidates: Sequence[tuple[JSON, NodeVerdict]],
+    claims: Sequence[JSON],
+) -> str:
+    """The scheduler's message for a pod that no node takes: each node's reason, the node
+    filters' (`filtered`) or DynamicResources' for the nodes past them (`candidates`), counted
+    as FitError.Error() counts them; or, when allocating failed with an error on one of those
+    nodes, the error that ends the scheduler's attempt instead."""
+    counts: Counter[str] = Counter(filtered)
+    for node, verdict in candidates:
+        reason, is_error = sim.filter_status(node, verdict, claims)
+        if is_error:
+            # framework.go RunFilterPlugins: a plugin's error status aborts the cycle.
+            return f'running "DynamicResources" filter plugin: {reason}'
+        counts[reason] += 1
+    return fit_error(total, counts)
 
 
 def select_nodes(nodes: Sequence[JSON], options: Options) -> list[JSON]:

@@ -1,15 +1,24 @@
 """The scheduler's node filters that what-if can know from a pod spec and the stored nodes.
 
-In the default plugin order: NodeUnschedulable (`spec.unschedulable`, unless the pod tolerates
-the `node.kubernetes.io/unschedulable` taint), NodeName (`spec.nodeName`), TaintToleration
-(NoSchedule and NoExecute taints; PreferNoSchedule only scores), NodeAffinity (`nodeSelector` and
-the required `nodeSelectorTerms`, terms ORed, with matchExpressions and matchFields). The first
-filter that removes a node is reported with upstream's message. A node whose Ready condition is
-not True is also kept out (the node lifecycle controller taints it soon after).
+In the default plugin order, after NodeAffinity's PreFilter (a required affinity whose every term
+names nodes with `matchFields` `metadata.name In`, as a DaemonSet's pods have, leaves only those
+nodes; the others are "node(s) didn't satisfy plugin(s) [NodeAffinity]"): NodeUnschedulable
+(`spec.unschedulable`, unless the pod tolerates the `node.kubernetes.io/unschedulable` taint),
+NodeName (`spec.nodeName`), TaintToleration (NoSchedule and NoExecute taints; PreferNoSchedule
+only scores), NodeAffinity (`nodeSelector` and the required `nodeSelectorTerms`, terms ORed, with
+matchExpressions and matchFields). The first filter that removes a node is reported with
+upstream's message (`k8s.io/kubernetes/pkg/scheduler/framework/plugins/*`, 1.36). A node whose
+Ready condition is not True is taken to carry the NoSchedule taint the node lifecycle controller
+gives it soon after (`node.kubernetes.io/not-ready`, or `unreachable` when the status is
+Unknown), checked against the pod's tolerations like any other taint.
+
+`fit_error` words the scheduler's summary for a pod no node takes, as FitError.Error() does
+(`pkg/scheduler/framework/types.go`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +28,21 @@ from dralib.allocator.nodeselection import NodeInfo, NodeSelector
 
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 _FILTERED_EFFECTS = ("NoSchedule", "NoExecute")
+# The node lifecycle controller's taints for a Ready condition that is False or Unknown.
+_NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+_UNREACHABLE_TAINT = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+
+# Upstream's reasons (pkg/scheduler/framework/plugins/<plugin>/*.go, 1.36).
+UNSCHEDULABLE = "node(s) were unschedulable"
+NODE_NAME_MISMATCH = "node(s) didn't match the requested node name"
+UNTOLERATED_TAINT = "node(s) had untolerated taint(s)"
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+AFFINITY_CONFLICT = "pod affinity terms conflict"
+# schedule_one.go: nodes a PreFilter result leaves out ("%v" of the plugin names).
+NOT_IN_PREFILTER = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+# A PreFilter rejection fails every node at once and is reported once, not counted.
+_PREFILTER_REJECTIONS = frozenset({AFFINITY_CONFLICT})
+_NAME_FIELD = "metadata.name"
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
@@ -39,12 +63,17 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 
 @dataclass
 class NodeFilter:
-    """A pod's node constraints, checked once per node."""
+    """A pod's node constraints, checked once per node.
+
+    `node_names` is NodeAffinity's PreFilter result: the only nodes the filters are run on
+    (None: all nodes; empty: the affinity's terms conflict).
+    """
 
     node_name: str = ""
     node_selector: dict[str, str] = field(default_factory=dict)
     affinity: NodeSelector | None = None
     tolerations: list[JSON] = field(default_factory=list)
+    node_names: frozenset[str] | None = None
 
     @classmethod
     def from_pod_spec(cls, spec: Mapping[str, Any], *, where: str) -> NodeFilter:
@@ -68,6 +97,7 @@ class NodeFilter:
             node_selector={str(k): v for k, v in selector.items()},
             affinity=affinity,
             tolerations=[dict(t) for t in tolerations],
+            node_names=_prefilter_names(affinity),
         )
 
     def tolerates_all(self, taint: Mapping[str, Any]) -> bool:
@@ -78,26 +108,69 @@ class NodeFilter:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         name = str(meta.get("name") or "")
+        if self.node_names is not None and name not in self.node_names:
+            return "NodeAffinity", NOT_IN_PREFILTER if self.node_names else AFFINITY_CONFLICT
         if spec.get("unschedulable") and not self.tolerates_all(UNSCHEDULABLE_TAINT):
-            return "NodeUnschedulable", "node(s) were unschedulable"
+            return "NodeUnschedulable", UNSCHEDULABLE
         if self.node_name and self.node_name != name:
-            return "NodeName", "node(s) didn't match the requested node name"
-        for taint in spec.get("taints") or []:
+            return "NodeName", NODE_NAME_MISMATCH
+        for taint in (*(spec.get("taints") or []), *_lifecycle_taints(node)):
             if taint.get("effect") in _FILTERED_EFFECTS and not self.tolerates_all(taint):
-                return "TaintToleration", (
-                    f"node(s) had untolerated taint {{{taint.get('key')}: "
-                    f"{taint.get('value') or ''}}}"
-                )
+                return "TaintToleration", UNTOLERATED_TAINT
         labels = meta.get("labels") or {}
         if any(labels.get(k) != v for k, v in self.node_selector.items()) or (
             self.affinity is not None
             and not self.affinity.matches(NodeInfo(name=name, labels=dict(labels)))
         ):
-            return "NodeAffinity", "node(s) didn't match Pod's node affinity/selector"
-        for condition in (node.get("status") or {}).get("conditions") or []:
-            if condition.get("type") == "Ready" and condition.get("status") != "True":
-                return "NodeReady", "node(s) were not ready"
+            return "NodeAffinity", AFFINITY_MISMATCH
         return "", ""
+
+
+def _lifecycle_taints(node: JSON) -> list[Mapping[str, str]]:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            return [_NOT_READY_TAINT if condition.get("status") == "False" else _UNREACHABLE_TAINT]
+    return []
+
+
+def _prefilter_names(affinity: NodeSelector | None) -> frozenset[str] | None:
+    """NodeAffinity's PreFilter: the nodes named by `matchFields` `metadata.name In` when every
+    term names some (within a term their intersection, across terms their union)."""
+    if affinity is None:
+        return None
+    terms = affinity.raw.get("nodeSelectorTerms") or []
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        named: set[str] | None = None
+        for requirement in term.get("matchFields") or []:
+            if requirement.get("key") == _NAME_FIELD and requirement.get("operator") == "In":
+                values = {str(v) for v in requirement.get("values") or []}
+                named = values if named is None else named & values
+        if named is None:
+            return None
+        names |= named
+    return frozenset(names)
+
+
+def fit_error(total: int, reasons: Counter[str]) -> str:
+    """The scheduler's message for a pod that no node takes, from each node's reason.
+
+    FitError.Error(): "0/N nodes are available:", then the count and reason of each distinct
+    reason, sorted as strings (so "26 ..." comes before "3 ..."), joined by ", " and ended
+    with "."; a PreFilter rejection instead of the counts. The PostFilter part the scheduler
+    appends (" preemption: ..." of DefaultPreemption, DynamicResources' deallocation) is not
+    modelled, so not written. With no node at all, the scheduler's ErrNoNodesAvailable.
+    """
+    if total == 0:
+        return "no nodes available to schedule pods"
+    message = f"0/{total} nodes are available:"
+    rejected = sorted(_PREFILTER_REJECTIONS & set(reasons))
+    if rejected:
+        return f"{message} {rejected[0]}."
+    entries = sorted(f"{count} {reason}" for reason, count in reasons.items() if count)
+    return f"{message} {', '.join(entries)}." if entries else message
 
 
 def _required_affinity(spec: Mapping[str, Any], *, where: str) -> NodeSelector | None:

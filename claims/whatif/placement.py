@@ -25,6 +25,7 @@ from claims.whatif.engine import (
     claim_entry,
     parse_pins,
     reason_lines,
+    unschedulable_message,
 )
 from claims.whatif.inputs import JSON, InputClaim
 from claims.whatif.pods import InputPod, distinct_claims
@@ -66,7 +67,9 @@ def expand_daemons(pods: Sequence[InputPod], nodes: Sequence[JSON]) -> tuple[lis
                     pod,
                     name=name,
                     per_node=False,
-                    node_filter=replace(base, node_name=node_name),
+                    # The DaemonSet controller pins its pods with required node affinity on
+                    # metadata.name (ReplaceDaemonSetPodNodeNameNodeAffinity), not nodeName.
+                    node_filter=replace(base, node_names=frozenset({node_name})),
                     claims=[_renamed(c, pod=pod, name=name) for c in pod.claims],
                 )
             )
@@ -107,25 +110,6 @@ def _filtered(entry: JSON, node: str, found: tuple[str, str]) -> None:
     counts[found[0]] = counts.get(found[0], 0) + 1
     if len(entry["filtered"]["nodes"]) < MAX_FILTERED_LISTED:
         entry["filtered"]["nodes"].append({"node": node, "filter": found[0], "reason": found[1]})
-
-
-def _unavailable(entry: JSON, total: int, *, unallocatable: int) -> str:
-    """The scheduler's summary line: `0/N nodes are available: ...`."""
-    parts = [
-        f"{count} {_REASONS[name]}" for name, count in sorted(entry["filtered"]["counts"].items())
-    ]
-    if unallocatable:
-        parts.append(f"{unallocatable} node(s) cannot allocate all claims")
-    return f"0/{total} nodes are available" + (": " + ", ".join(parts) if parts else "")
-
-
-_REASONS = {
-    "NodeUnschedulable": "node(s) were unschedulable",
-    "NodeName": "node(s) didn't match the requested node name",
-    "TaintToleration": "node(s) had untolerated taints",
-    "NodeAffinity": "node(s) didn't match Pod's node affinity/selector",
-    "NodeReady": "node(s) were not ready",
-}
 
 
 def place_pods(
@@ -177,17 +161,21 @@ def place_pods(
         bodies = [_body(c) for c in new]
         pinned = parse_pins(pins)
         passing: list[JSON] = []
+        candidates: list[tuple[JSON, NodeVerdict]] = []
+        filtered: list[str] = []
         for node in nodes:
             name = str((node.get("metadata") or {}).get("name"))
             found = pod.node_filter.check(node)
             if found[0]:
                 _filtered(entry, name, found)
+                filtered.append(found[1])
                 continue
             verdict = sim.verdict(
                 node, bodies, schedulable=True, pins=pinned, inputs=new, with_reasons=False
             )
             if not verdict.fits:
                 passing.append(node)
+                candidates.append((node, verdict))
                 continue
             results = verdict.results or []
             if bodies:
@@ -210,7 +198,10 @@ def place_pods(
             break
         else:
             _explain(sim, entry, pod, bodies, new, pinned, passing, closest, explain)
-            entry["reasons"].insert(0, _unavailable(entry, len(nodes), unallocatable=len(passing)))
+            summary = unschedulable_message(
+                sim, total=len(nodes), filtered=filtered, candidates=candidates, claims=bodies
+            )
+            entry["reasons"].insert(0, summary)
         if progress is not None:
             progress(index + 1, len(pods), "pods")
     return answers

@@ -30,9 +30,15 @@ from dralib.allocator import (
 )
 from dralib.allocator.explain import STAGES, RequestReport, explain
 from dralib.allocator.nodeselection import NodeSelector, node_matches
+from dralib.allocator.quantity import stored_form
 
 # Questions whose per-node verdicts a followed simulation keeps (most recent first).
 MEMO_QUESTIONS = 8
+# The DynamicResources filter's reasons (dynamicresources.go, 1.36).
+CANNOT_ALLOCATE = "cannot allocate all claims"
+CLAIM_NOT_AVAILABLE = "resourceclaim not available on the node"
+# The what-if's own words for a node it did not get to (never the scheduler's).
+NOT_EVALUATED = "node(s) not evaluated (what-if time budget)"
 
 
 @dataclass
@@ -46,6 +52,8 @@ class NodeVerdict:
     reports: list[RequestReport] = field(default_factory=list)
     error: str = ""
     pinned_out: str = ""
+    # Not evaluated: the time budget ran out or the search was cancelled first (see `error`).
+    skipped: bool = False
 
     def score(self) -> float:
         """How close a failing node came: later blocking stages, more devices left: higher."""
@@ -63,11 +71,21 @@ class NodeVerdict:
 
 
 def flatten_devices(claim_ref: str, allocation: JSON) -> list[JSON]:
-    """The devices of one AllocationResult, one entry per result, with the claim's name."""
+    """The devices of one AllocationResult, one entry per result, with the claim's name.
+
+    Amounts of consumedCapacity are shown as the cluster will show them: the allocator writes
+    what the scheduler sends ("5000000000"), the API server stores its canonical form ("5G").
+    """
     out = []
     for result in (allocation.get("devices") or {}).get("results") or []:
         # Every field of the result (tolerations, binding conditions, capacity, share ID).
         entry = {"claim": claim_ref, **result}
+        consumed = result.get("consumedCapacity")
+        if isinstance(consumed, dict):
+            entry["consumedCapacity"] = {
+                name: stored_form(value) if isinstance(value, str) else value
+                for name, value in consumed.items()
+            }
         out.append(entry)
     return out
 
@@ -283,6 +301,7 @@ class Simulation:
             return verdict
         if self.gave_up is not None:
             verdict.error = self.budget_message()
+            verdict.skipped = True
             return verdict
         try:
             results = self.allocator.allocate(info, claims)
@@ -290,6 +309,7 @@ class Simulation:
             self.gave_up = exc.elapsed
             self.cancelled = exc.cancelled
             verdict.error = self.budget_message()
+            verdict.skipped = True
             return verdict
         except NodeAllocationError as exc:
             verdict.error = str(exc)
@@ -307,6 +327,39 @@ class Simulation:
         elif with_reasons:
             verdict.reports = explain(self.allocator, node=info, claims=claims)
         return verdict
+
+    def filter_status(
+        self, node: JSON, verdict: NodeVerdict, claims: Sequence[JSON]
+    ) -> tuple[str, bool]:
+        """(reason, is_error) of the scheduler's DynamicResources filter for a node that passed
+        the other filters and did not fit (pkg/scheduler/framework/plugins/dynamicresources).
+
+        Its Filter allocates the claims still to allocate first: failing that is "cannot
+        allocate all claims"; an allocation error aborts the scheduling attempt (is_error). Only
+        then does an allocated claim whose node selector excludes the node make it "resourceclaim
+        not available on the node"; so for a node the pod's allocated claims rule out, the
+        claims are allocated here, once the answer needs the words. A node the what-if did not
+        evaluate (time budget) is NOT_EVALUATED.
+        """
+        if verdict.skipped:
+            return NOT_EVALUATED, False
+        if verdict.error:
+            return verdict.error, True
+        if not verdict.pinned_out:
+            return CANNOT_ALLOCATE, False
+        if not claims:
+            return CLAIM_NOT_AVAILABLE, False
+        if self.gave_up is not None:
+            return NOT_EVALUATED, False
+        try:
+            results = self.allocator.allocate(NodeInfo.from_object(node), claims)
+        except AllocationTimeout as exc:
+            self.gave_up = exc.elapsed
+            self.cancelled = exc.cancelled
+            return NOT_EVALUATED, False
+        except AllocationError as exc:
+            return str(exc), True
+        return (CLAIM_NOT_AVAILABLE if results is not None else CANNOT_ALLOCATE), False
 
     def budget_message(self) -> str:
         if self.cancelled:

@@ -80,7 +80,7 @@ class Allocator:
                 self._slices_on_node.setdefault(info.node_name, []).append(info)
             else:
                 self._slices_shared.append(info)
-        options = (self.features.ConsumableCapacity, self.features.ListTypeAttributes)
+        options = (self.features.ConsumableCapacity, self.features.ListTypeAttributes, False)
         if selector_cache is None or selector_cache.key != options:
             selector_cache = SelectorCache(
                 consumable_capacity=options[0], list_type_attributes=options[1]

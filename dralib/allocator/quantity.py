@@ -38,6 +38,7 @@ __all__ = [
     "exact_amount",
     "is_quantity",
     "parse_quantity",
+    "stored_form",
 ]
 
 DECIMAL_EXPONENT: Final = "DecimalExponent"
@@ -489,6 +490,22 @@ def _binary_canonical(value: int) -> str:
         value //= 1024
         power += 1
     return f"{value}{_BINARY_BY_EXPONENT[power]}"
+
+
+def stored_form(text: str) -> str:
+    """The text the API server keeps for a quantity that a client sent as ``text``.
+
+    The server decodes every Quantity (``ParseQuantity``) and encodes it again (``String()``),
+    which keeps the client's text only when it is already canonical for the format the parse
+    gives it: a plain number is DecimalSI, a binary suffix BinarySI, an exponent
+    DecimalExponent. So the scheduler's ``"5000000000"`` (a BinarySI amount no power of 1024
+    divides, which Go prints without a suffix) is stored and shown as ``"5G"``, while ``"4Gi"``
+    and ``"1500m"`` stay. Text that is not a quantity is returned unchanged.
+    """
+    try:
+        return str(Quantity.parse(text))
+    except QuantityError:
+        return text
 
 
 def parse_quantity(text: str) -> Quantity:

@@ -36,11 +36,21 @@ class SelectorRuntimeError(Exception):
 class SelectorCache:
     """Compiled selectors and per-device-content results for one set of CEL options."""
 
-    def __init__(self, *, consumable_capacity: bool = True, list_type_attributes: bool = True):
+    def __init__(
+        self,
+        *,
+        consumable_capacity: bool = True,
+        list_type_attributes: bool = True,
+        new_expressions: bool = False,
+    ):
+        # The allocator compiles in upstream's StoredExpressions environment (new_expressions
+        # False), as the scheduler does; see CELOptions.
         self.options = CELOptions(
-            consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes
+            consumable_capacity=consumable_capacity,
+            list_type_attributes=list_type_attributes,
+            new_expressions=new_expressions,
         )
-        self.key = (consumable_capacity, list_type_attributes)
+        self.key = (consumable_capacity, list_type_attributes, new_expressions)
         self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
         self._results: dict[tuple[str, ContentKey], bool | Exception] = {}
         self._inputs: dict[ContentKey, DeviceInput] = {}

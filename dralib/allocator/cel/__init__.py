@@ -3,18 +3,26 @@
 This is the only module that imports ``cel_expr_python``. It mirrors the environment of
 ``k8s.io/dynamic-resource-allocation/cel`` (compile.go) for what a selector can observe:
 
-* ``device.driver``, ``device.allowMultipleAllocations`` (with ``CELOptions.consumable_capacity``;
-  false when the device does not set it, and a compile error "undefined field" without the
-  feature, as upstream's typed device variable gives), ``device.attributes[domain].name`` and
-  ``device.capacity[domain].name``. Unqualified names belong to the driver's domain. Looking up
-  a domain that the device does not have yields an empty map (upstream's map-with-default), so
-  ``"x" in device.attributes["other"]`` is false and ``device.attributes["other"].x`` fails
-  with "no such key".
+* ``device.driver``, ``device.allowMultipleAllocations`` (false when the device does not set
+  it), ``device.attributes[domain].name`` and ``device.capacity[domain].name``. Unqualified
+  names belong to the driver's domain. Looking up a domain that the device does not have yields
+  an empty map (upstream's map-with-default), so ``"x" in device.attributes["other"]`` is false
+  and ``device.attributes["other"].x`` fails with "no such key". Any other field of ``device``
+  is a compile error "undefined field", as upstream's typed device variable gives (see
+  ``dralib.allocator.cel.checks``).
+* Upstream's two environment types: the allocator compiles in StoredExpressions, which declares
+  every field and function whatever the feature gates say (``device.allowMultipleAllocations``
+  and ``includes()`` compile, and evaluate, with DRAConsumableCapacity or DRAListTypeAttributes
+  off); ``CELOptions.new_expressions`` selects NewExpressions, the API server's environment for
+  a new or changed selector, where a disabled feature's field or function is undeclared
+  ("undefined field 'allowMultipleAllocations'", "undeclared reference to 'includes'"). The
+  NewExpressions attribute type without DRAListTypeAttributes (upstream's ``any``, which
+  rejects macros over an attribute at compile time) is not modelled: attributes are ``dyn``.
 * Kubernetes' CEL libraries that cel-cpp lacks, as custom functions: quantity, semver, lists
   (``isSorted sum min max indexOf lastIndexOf``), regex (``find findAll``), the strings
-  extension, sets, the lists extension and ``includes`` (with
-  ``CELOptions.list_type_attributes``). cel-cpp's own strings extension cannot be added: its
-  ``indexOf``/``lastIndexOf`` would clash with the lists library's.
+  extension, sets, the lists extension and ``includes`` (see the environment types above).
+  cel-cpp's own strings extension cannot be added: its ``indexOf``/``lastIndexOf`` would clash
+  with the lists library's.
 * Regular expressions are RE2 everywhere: cel-cpp's built-in ``matches`` already is, and
   ``find``/``findAll`` use ``google-re2``, so matching is linear in time. A constant pattern that
   RE2 rejects (backreferences, lookaround) is a compile error, as in cel-go, which compiles
@@ -53,8 +61,9 @@ dispatches overloads by value kind, not by full type):
   and ``asInteger()`` follow upstream's ``AsInt64`` (false for ``quantity("1000m")``).
 * A semantic version is a CEL ``list(string)`` holding ``[<version without build metadata>]``,
   so ``==`` ignores build metadata like upstream's ``Semver.Equal``.
-* The ``device`` variable is a ``map(string, dyn)``: a misspelt field such as ``device.drivr``
-  fails at evaluation ("no such key") instead of at compile time.
+* The ``device`` variable is a ``map(string, dyn)``; the checks of the compiled expression give
+  what upstream's object type ``kubernetes.DRADevice`` would reject (a misspelt field such as
+  ``device.drivr``, ``device["driver"]``) its compile error.
 * An IP is a CEL ``map(bool, string)``, a CIDR a ``map(int, string)`` and a URL a
   ``map(string, bool)``, each holding Go's canonical text: types nothing else uses, so the
   checker keeps them apart from each other and from quantities, and compile errors name them
@@ -78,6 +87,7 @@ run, because cel-cpp offers no runtime budget through this binding.
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import weakref
 from collections.abc import Mapping
@@ -89,7 +99,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
 from dralib.allocator.cel import functions as fn
-from dralib.allocator.cel.checks import static_errors
+from dralib.allocator.cel.checks import device_type_errors, static_errors
 from dralib.allocator.cel.cost import estimate_cost
 from dralib.allocator.cel.macros import MacroError, public_message, rewrite_macros
 from dralib.allocator.cel.projection import projection_of
@@ -123,10 +133,26 @@ class CELError(Exception):
 
 @dataclass(frozen=True)
 class CELOptions:
-    """Feature switches that change the CEL environment."""
+    """Feature switches and upstream's environment type.
+
+    ``new_expressions`` False is StoredExpressions, where the switches change nothing (the
+    scheduler's environment); True is NewExpressions, where a disabled feature's field or
+    function is undeclared.
+    """
 
     consumable_capacity: bool = True
     list_type_attributes: bool = True
+    new_expressions: bool = False
+
+    @property
+    def declares_multiple_allocations(self) -> bool:
+        """Whether ``device.allowMultipleAllocations`` is declared."""
+        return self.consumable_capacity or not self.new_expressions
+
+    @property
+    def declares_includes(self) -> bool:
+        """Whether ``includes()`` is declared."""
+        return self.list_type_attributes or not self.new_expressions
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,7 +190,7 @@ def _environment(options: CELOptions) -> Any:
             ext_bindings.ExtBindings(),
             ext_optional.ExtOptional(),
         ],
-        functions=fn.declarations(includes=options.list_type_attributes),
+        functions=fn.declarations(includes=options.declares_includes),
     )
 
 
@@ -273,7 +299,7 @@ def _attribute_value(attr: Mapping[str, Any]) -> Any:
     raise ValueError("unsupported attribute value")
 
 
-def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
+def _build_device(device: DeviceInput) -> _DeviceData:
     attributes: dict[str, dict[str, Any]] = {}
     for name, attr in device.attributes.items():
         domain, ident = _split_name(name, device.driver)
@@ -293,12 +319,12 @@ def _build_device(device: DeviceInput, options: CELOptions) -> _DeviceData:
         capacity.setdefault(domain, {})[ident] = value
     data: dict[str, Any] = {
         "driver": device.driver,
+        # Upstream: ptr.Deref(AllowMultipleAllocations, false), whatever the features (a
+        # selector that may not read it does not compile).
+        "allowMultipleAllocations": device.allow_multiple_allocations is True,
         "attributes": attributes,
         "capacity": capacity,
     }
-    if options.consumable_capacity:
-        # Upstream: ptr.Deref(AllowMultipleAllocations, false); the field is always there.
-        data["allowMultipleAllocations"] = device.allow_multiple_allocations is True
     return _DeviceData({"device": data}, None)
 
 
@@ -359,7 +385,8 @@ def _device_data(device: DeviceInput, options: CELOptions) -> _DeviceData:
         per_device = _device_cache.setdefault(device, {})
     data = per_device.get(options)
     if data is None:
-        data = per_device.setdefault(options, _build_device(device, options))
+        # The value is the same for all options; the activations built from it are not.
+        data = per_device.setdefault(options, _build_device(device))
     return data
 
 
@@ -373,6 +400,15 @@ def _clean_message(message: str) -> str:
     if message.endswith("]") and " [" in message:
         message = message[: message.rindex(" [")]
     return message.strip()
+
+
+# cel-cpp's missing-key error; cel-go says "no such key: <key>".
+_NO_SUCH_KEY: Final = re.compile(r'Key not found in map : (?:"([^"\\]*)"|(\S+))')
+
+
+def _runtime_message(raw: str) -> str:
+    message = public_message(_clean_message(raw))
+    return _NO_SUCH_KEY.sub(lambda m: f"no such key: {m[1] if m[1] is not None else m[2]}", message)
 
 
 def _located(expression: str, error: MacroError) -> str:
@@ -464,19 +500,19 @@ class CompiledSelector:
             result = self._program.eval(activation)
         except Exception as exc:  # cel-cpp reports every failure as RuntimeError
             raise CELError(
-                f"CEL runtime error: {public_message(_clean_message(str(exc)))}",
-                expression=self.expression,
+                f"CEL runtime error: {_runtime_message(str(exc))}", expression=self.expression
             ) from exc
         value = result.value()
         if result.type() == cel.Type.ERROR or isinstance(value, BaseException):
             raise CELError(
-                f"CEL runtime error: {public_message(_clean_message(str(value)))}",
-                expression=self.expression,
+                f"CEL runtime error: {_runtime_message(str(value))}", expression=self.expression
             )
         if value is True or value is False:
             return value
+        # cel-go's TypeName(): "list", "map", not cel-cpp's "list<dyn>".
+        type_name = result.type().name().lower().partition("<")[0]
         raise CELError(
-            f"CEL result of type {result.type().name().lower()} could not be converted to bool",
+            f"CEL result of type {type_name} could not be converted to bool",
             expression=self.expression,
         )
 
@@ -525,6 +561,16 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             "CEL compile error: compilation failed: too many string() conversions",
             expression=expression,
         )
+    serialized = checked.serialize()
+    reports = device_type_errors(
+        serialized,
+        text=expanded.text,
+        multiple_allocations=options.declares_multiple_allocations,
+    )
+    if reports:
+        # The checker's errors, as cel-go reports them all, in the user's text.
+        message = expanded.remap_errors("\n".join(reports))
+        raise CELError(f"CEL compile error: compilation failed: {message}", expression=expression)
     result_type = checked.return_type()
     if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
         raise CELError(
@@ -532,8 +578,7 @@ def _compile_cached(expression: str, options: CELOptions) -> CompiledSelector:
             f"not {result_type.name().lower()}",
             expression=expression,
         )
-    serialized = checked.serialize()
-    problems = static_errors(serialized, consumable_capacity=options.consumable_capacity)
+    problems = static_errors(serialized)
     if problems:
         raise CELError(
             f"CEL compile error: compilation failed: {problems[0]}", expression=expression

@@ -79,7 +79,12 @@ def test_replicas_beyond_the_cluster_fail_with_the_filters_named(small) -> None:
     assert answer["fits"] is False
     last = pods[-1]
     assert last["filtered"]["counts"] == {"NodeUnschedulable": 1, "TaintToleration": 1}
-    assert last["reasons"][0].startswith(f"0/{len(NODES)} nodes are available")
+    # The scheduler's words and order (FitError.Error(): "<count> <reason>" sorted as strings;
+    # reasons of nodeunschedulable, tainttoleration and dynamicresources, Kubernetes 1.36).
+    assert last["reasons"][0] == (
+        f"0/{len(NODES)} nodes are available: 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable, 2 cannot allocate all claims."
+    )
     assert any(f"pod {last['pod']}" in line for line in answer["reasons"])
 
 

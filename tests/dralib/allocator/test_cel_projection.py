@@ -147,7 +147,7 @@ def test_the_key_read_from_raw_attributes_is_the_projected_key(expression: str) 
 def selector_input(device: DeviceInput) -> dict:
     from dralib.allocator.cel import _build_device
 
-    data = _build_device(device, CELOptions())
+    data = _build_device(device)
     assert data.error is None and data.value is not None
     return data.value
 
@@ -183,7 +183,7 @@ def test_selection_kept_per_device_is_kept_per_cel_options() -> None:
     assert with_lists.select(expressions, (), device) is True
     uses_includes = ('device.attributes["gpu.example.com"].models.includes("a100")',)
     assert with_lists.select(uses_includes, (), device) is True
-    without_lists = SelectorCache(list_type_attributes=False)
+    without_lists = SelectorCache(list_type_attributes=False, new_expressions=True)
     failure = without_lists.select(uses_includes, (), device)
     assert isinstance(failure, SelectionFailure) and not failure.runtime
     assert with_lists.select(uses_includes, (), device) is True

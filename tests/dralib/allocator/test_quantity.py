@@ -13,6 +13,7 @@ from dralib.allocator.quantity import (
     Quantity,
     QuantityError,
     is_quantity,
+    stored_form,
 )
 
 # (input, canonical String(), format, exact value)
@@ -192,3 +193,32 @@ def test_negated_canonical_forms() -> None:
         positive = Quantity.parse(text)
         assert str(Quantity.parse("-" + text)) == "-" + str(positive)
         assert str(positive.neg()) == "-" + str(positive).lstrip("+")
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [
+        # apimachinery's documented examples (quantity.go): 1.5 is "1500m", 1.5Gi is "1536Mi".
+        ("1.5", "1500m"),
+        ("1.5Gi", "1536Mi"),
+        # A plain number parses as DecimalSI, whose canonical form takes the largest suffix.
+        ("5000000000", "5G"),
+        ("1000", "1k"),
+        # Canonical text is kept, in each format.
+        ("4Gi", "4Gi"),
+        ("100m", "100m"),
+        ("1e3", "1e3"),
+        ("not-a-quantity", "not-a-quantity"),
+    ],
+)
+def test_stored_form(sent: str, stored: str) -> None:
+    """What the API server keeps is ParseQuantity(sent).String()."""
+    assert stored_form(sent) == stored
+
+
+def test_binary_amount_without_a_binary_suffix_round_trips_to_decimal() -> None:
+    """The scheduler's NewQuantity(5e9, BinarySI) prints "5000000000" (no power of 1024 divides
+    it), which the API server re-parses as DecimalSI and stores as "5G"."""
+    sent = str(Quantity.from_int(5_000_000_000, BINARY_SI))
+    assert sent == "5000000000"
+    assert stored_form(sent) == "5G"
