@@ -1,4 +1,5 @@
-"""What the claims pages show, computed from rows: quota lines, template use, what-if results.
+"""What the claims pages show, computed from rows: quota lines, template use, leak ages,
+what-if results.
 
 No request here: `claims.views` (and the console's what-if page) translate requests into calls
 of these functions and render the result (the rule is in `claims/views/__init__.py`).
@@ -6,11 +7,14 @@ of these functions and render the result (the rule is in `claims/views/__init__.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
 from django.db.models import Count
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from claims.devices.pages import pool_context
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
@@ -106,6 +110,45 @@ def template_claim_counts(
     for namespace, template_name, n in counted:
         claims_from[(namespace, template_name)] = n
     return [(t, claims_from.get((t.namespace, t.name), 0)) for t in templates]
+
+
+def duration_text(seconds: float) -> str:
+    """A length of time as a person says it, two units at most: "42 s", "12 min",
+    "3 h 12 min", "4 d 6 h", "325 d"."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days >= 10:
+        return f"{days} d"
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min"
+    return f"{secs} s"
+
+
+def leak_rows(leaks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The leak report's entries for the page: `since` as a time, the age in words."""
+    rows = []
+    for leak in leaks:
+        since = parse_datetime(leak["since"]) if leak.get("since") else None
+        age = leak.get("age_seconds")
+        rows.append(
+            {
+                **leak,
+                "since_at": since,
+                "since_text": _exact(since) if since else "",
+                "age_text": duration_text(age) if age is not None else "",
+            }
+        )
+    return rows
+
+
+def _exact(moment: datetime) -> str:
+    return str(timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z"))
 
 
 def _placements(answer: dict[str, Any]) -> list[dict[str, Any]]:

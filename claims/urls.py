@@ -1,14 +1,44 @@
-"""Page routes of the claims app, by area as in `claims/views/` (the REST API is `claims/api/`)."""
+"""Page routes of the claims app, by area as in `claims/views/` (the REST API is `claims/api/`).
 
-from django.urls import URLPattern, URLResolver, path
+Detail pages are named by Kubernetes names, never database ids: rows are deleted and
+re-created under churn (a replaced node's pool gets a new id), names stay. Old `/pools/<id>/`
+and `/devices/<id>/` links redirect to the name while the row exists.
+
+Driver, device, node and namespace names never contain `/`; a pool name may (DNS subdomains
+joined by `/`), so a pool takes every segment between the driver and the end (pool pages) or
+the last segment, which is the device (device pages).
+"""
+
+from django.urls import URLPattern, URLResolver, path, register_converter
 
 from claims import views
 
+
+class PoolNameConverter:
+    """A pool name: one or more non-empty segments joined by `/` (`str` is one segment)."""
+
+    regex = r"[^/]+(?:/[^/]+)*"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(PoolNameConverter, "pool")
+
 urlpatterns: list[URLPattern | URLResolver] = [
     path("pools/", views.pool_list, name="pool-list"),
-    path("pools/<int:pk>/", views.pool_detail, name="pool-detail"),
+    path("pools/<int:pk>/", views.pool_by_id, name="pool-by-id"),
+    path("pools/<str:driver>/<pool:pool>/", views.pool_detail, name="pool-detail"),
     path("devices/", views.device_list, name="device-list"),
-    path("devices/<int:pk>/", views.device_detail, name="device-detail"),
+    path("devices/<int:pk>/", views.device_by_id, name="device-by-id"),
+    path(
+        "devices/<str:driver>/<pool:pool>/<str:name>/",
+        views.device_detail,
+        name="device-detail",
+    ),
     path("device-classes/", views.device_class_list, name="device-class-list"),
     path("device-classes/<str:name>/", views.device_class_detail, name="device-class-detail"),
     path("taint-rules/", views.taint_rule_list, name="taint-rule-list"),
@@ -18,7 +48,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("claims/", views.claim_list, name="claim-list"),
     path("claims/<str:namespace>/<str:name>/", views.claim_detail, name="claim-detail"),
     path("templates/", views.template_list, name="template-list"),
-    path("templates/<str:namespace>/<str:name>/", views.template_detail, name="template-detail"),
+    path(
+        "templates/<str:namespace>/<str:name>/",
+        views.template_detail,
+        name="template-detail",
+    ),
     path("pods/", views.pod_list, name="pod-list"),
     path("pods/<str:namespace>/<str:name>/", views.pod_detail, name="pod-detail"),
     path("scheduling-contexts/", views.scheduling_context_list, name="scheduling-context-list"),

@@ -1,4 +1,6 @@
-"""What the device pages show: pool grids, bar segments, reachable devices per node, rules.
+"""What the device pages show: pool grids, bar segments, reachable devices per node, rules,
+who holds a device (claim and the pods it is reserved for), names in natural order, node
+selectors and attributes as text.
 
 Computed from rows, with no request: `claims.views` translate requests into calls of these
 functions and render the result (the rule is in `claims/views/__init__.py`); the overview reuses
@@ -8,17 +10,24 @@ functions and render the result (the rule is in `claims/views/__init__.py`); the
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import CharField, Count, Exists, F, Func, OrderBy, OuterRef, Q, Value
+from django.db.models.functions import Length
 
 from claims.choices import DeviceState
 from claims.devices.counts import available_count
 from claims.devices.states import annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usages, counter_usage
-from claims.models import AllocatedDevice
+from claims.models import AllocatedDevice, Pod, Reservation
 from dralib.allocator.pools import NodeInfo, NodeSelector
 from inventory.models import Device, DeviceTaintRule, Node, Pool
+
+DIGITS = "0123456789"
 
 STATE_LEGEND = [
     (DeviceState.FREE, "free"),
@@ -60,6 +69,125 @@ def pool_segments(pool: Pool) -> list[tuple[str, float]]:
     return bar_segments(counts, pool.devices_total)
 
 
+def natural_key(name: str) -> tuple[str, int, str]:
+    """Sort key that puts `link-2` before `link-10`: the name without its trailing digits, then
+    its length (more trailing digits, a larger number), then the name. `natural_order` is the
+    same key in SQL, so a pool grid and a paginated device list agree."""
+    return (name.rstrip(DIGITS), len(name), name)
+
+
+def natural_order(name: str = "name", *, descending: bool = False) -> list[OrderBy]:
+    """`natural_key` of the column `name` as ORDER BY terms (RTRIM with a character set is
+    the same function in SQLite and PostgreSQL)."""
+    stem = Func(F(name), Value(DIGITS), function="RTRIM", output_field=CharField())
+    terms = (stem, Length(name), F(name))
+    return [term.desc() if descending else term.asc() for term in terms]
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """One `status.reservedFor` entry of a claim: usually a pod, `stored` when we have it."""
+
+    namespace: str
+    name: str
+    resource: str = "pods"
+    api_group: str = ""
+    stored: bool = False
+
+    @property
+    def is_pod(self) -> bool:
+        return self.resource == "pods" and self.api_group == ""
+
+
+@dataclass
+class Holding:
+    """A claim holding a device, with what its consumers are, for lists and tiles."""
+
+    namespace: str
+    claim: str
+    request: str = ""
+    share_id: str = ""
+    admin_access: bool = False
+    consumers: list[Consumer] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The holder in a few words: its first pod (the claim when reserved for nobody)."""
+        return self.consumers[0].name if self.consumers else f"{self.namespace}/{self.claim}"
+
+    @property
+    def text(self) -> str:
+        claim = f"claim {self.namespace}/{self.claim}"
+        if not self.consumers:
+            return f"{claim}, reserved for nobody"
+        names = ", ".join(c.name if c.is_pod else f"{c.resource}/{c.name}" for c in self.consumers)
+        return f"{claim}, reserved for {names}"
+
+
+def consumers_by_claim(claim_ids: Iterable[int]) -> dict[int, list[Consumer]]:
+    """The consumers of each claim, pods first by name, and whether each pod is stored (one
+    query whatever the number of claims)."""
+    ids = sorted(set(claim_ids))
+    found: dict[int, list[Consumer]] = defaultdict(list)
+    if not ids:
+        return found
+    pod = Pod.objects.filter(namespace=OuterRef("claim__namespace"), name=OuterRef("name"))
+    rows = (
+        Reservation.objects.filter(claim_id__in=ids)
+        .annotate(stored=Exists(pod))
+        .order_by("claim_id", "resource", "name")
+        .values_list("claim_id", "claim__namespace", "name", "resource", "api_group", "stored")
+    )
+    for claim_id, namespace, name, resource, api_group, stored in rows:
+        found[claim_id].append(
+            Consumer(namespace, name, resource=resource, api_group=api_group, stored=stored)
+        )
+    for consumers in found.values():
+        consumers.sort(key=lambda c: (not c.is_pod, c.name))
+    return found
+
+
+def _holding(entry: AllocatedDevice, consumers: Mapping[int, list[Consumer]]) -> Holding:
+    return Holding(
+        namespace=entry.claim.namespace,
+        claim=entry.claim.name,
+        request=entry.request,
+        share_id=entry.share_id,
+        admin_access=entry.admin_access,
+        consumers=list(consumers.get(entry.claim_id, [])),
+    )
+
+
+def device_holdings(devices: Iterable[Device]) -> dict[str, list[Holding]]:
+    """Who holds each device, by `driver/pool/device` key: its claims and their consumers
+    (two queries whatever the number of devices)."""
+    keys = {(d.driver, d.pool_name, d.name) for d in devices}
+    if not keys:
+        return {}
+    wanted = reduce(or_, (Q(driver=dr, pool=pool, device=name) for dr, pool, name in keys))
+    entries = list(
+        AllocatedDevice.objects.filter(wanted)
+        .select_related("claim")
+        .only(
+            "pk",
+            "driver",
+            "pool",
+            "device",
+            "request",
+            "share_id",
+            "admin_access",
+            "claim__namespace",
+            "claim__name",
+        )
+        .order_by("claim__namespace", "claim__name", "pk")
+    )
+    consumers = consumers_by_claim(entry.claim_id for entry in entries)
+    holdings: dict[str, list[Holding]] = defaultdict(list)
+    for entry in entries:
+        holdings[entry.key].append(_holding(entry, consumers))
+    return holdings
+
+
 def holders_by_device(driver: str, pool_name: str) -> dict[str, list[Any]]:
     """Allocation results naming devices of one pool, with their claims (one query)."""
 
@@ -97,16 +225,18 @@ def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, A
             "consumes_counters",
             "capacity",
         )
-        .order_by("name")
+        .order_by(*natural_order("name"), "pk")
     )
     refine_device_states(devices)
     holders = holders_by_device(pool.driver, pool.name)
+    consumers = consumers_by_claim(h.claim_id for held in holders.values() for h in held)
     chosen = chosen or set()
     cells = []
     for device in devices:
         held = holders.get(device.name, [])
+        holdings = [_holding(h, consumers) for h in held]
         tip = [f"{device.name}: {device.effective_state}"]
-        tip += [f"{h.claim.namespace}/{h.claim.name} ({h.request})" for h in held]
+        tip += [f"{h.text} (request {h.request})" for h in holdings]
         cells.append(
             {
                 "device": device,
@@ -114,6 +244,10 @@ def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, A
                 "title": "\n".join(tip),
                 "chosen": device.name in chosen,
                 "holders": held,
+                # The first holder is written on the tile; the others are counted.
+                "holding": holdings[0] if holdings else None,
+                "more_holders": max(0, len(holdings) - 1),
+                "label": "; ".join([device.effective_state, *(h.text for h in holdings)]),
             }
         )
     return cells
@@ -134,6 +268,17 @@ def grid_counts(grid: list[dict[str, Any]]) -> dict[str, int]:
     counts["free"] = counts["total"] - counts["allocated"] - counts["tainted"]
     counts["available"] = available_count(counts)
     return counts
+
+
+# The pool status card's columns, in the order of its cells: a header a person reads, and the
+# field of the ResourcePoolStatusRequest entry it shows.
+POOL_STATUS_COLUMNS = (
+    ("Total devices", "totalDevices"),
+    ("Allocated", "allocatedDevices"),
+    ("Available", "availableDevices"),
+    ("Unavailable", "unavailableDevices"),
+    ("Slices", "resourceSliceCount"),
+)
 
 
 def pool_status_entry(
@@ -238,3 +383,55 @@ def reachable_counts(nodes: list[Node]) -> dict[str, dict[str, int]]:
                 entry["reachable"] += total
                 entry["free"] += n_free
     return counts
+
+
+# Node selector operators as a person reads them.
+_OPERATORS = {"In": "in", "NotIn": "notin", "Gt": ">", "Lt": "<"}
+
+
+def _requirement_text(requirement: Mapping[str, Any]) -> str:
+    key = str(requirement.get("key", ""))
+    operator = str(requirement.get("operator", ""))
+    values = [str(v) for v in requirement.get("values") or []]
+    if operator == "Exists":
+        return f"{key} exists"
+    if operator == "DoesNotExist":
+        return f"{key} does not exist"
+    if operator in ("In", "NotIn"):
+        return f"{key} {_OPERATORS[operator]} ({', '.join(values)})"
+    if operator in ("Gt", "Lt"):
+        return f"{key} {_OPERATORS[operator]} {', '.join(values)}"
+    return f"{key} {operator} ({', '.join(values)})".strip()
+
+
+def node_selector_terms(selector: Any) -> list[str]:
+    """A core/v1 NodeSelector as text, one string per term (terms are ORed, the requirements of
+    a term ANDed): `topology.kubernetes.io/zone in (zone-a, zone-b) and metadata.name notin (n1)`.
+    A term without requirements selects no node and says so."""
+    if not isinstance(selector, Mapping):
+        return []
+    terms = []
+    for term in selector.get("nodeSelectorTerms") or []:
+        if not isinstance(term, Mapping):
+            continue
+        parts = [
+            _requirement_text(requirement)
+            for group in ("matchExpressions", "matchFields")
+            for requirement in term.get(group) or []
+            if isinstance(requirement, Mapping)
+        ]
+        terms.append(" and ".join(parts) if parts else "(empty term: no node)")
+    return terms
+
+
+def attribute_rows(attributes: Any) -> list[tuple[str, str, str]]:
+    """A device's attributes as (name, value, type), by name: `{"int": 4}` is ("4", "int")."""
+    rows = []
+    for name, typed in sorted((attributes or {}).items()):
+        if isinstance(typed, Mapping) and len(typed) == 1:
+            ((kind, value),) = typed.items()
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            rows.append((str(name), text, str(kind)))
+        else:
+            rows.append((str(name), str(typed), ""))
+    return rows

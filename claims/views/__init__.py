@@ -6,8 +6,10 @@
   for devices: claims, templates, pods, scheduling contexts, quotas) and `reports` (computed
   across kinds: leaks, search). A new page goes into the module of its kind's area.
 - `claims/pages.py` and `claims/devices/pages.py` compute what those pages show from rows, with
-  no request (quota lines, template use, pool grids, what-if results); the console's pages reuse
-  them.
+  no request (quota lines, template use, pool grids, holders, leak ages, what-if results); the
+  console's pages reuse them.
+- `claims/views/missing.py`: the 404 that names an object not in the cluster, and the redirect
+  of old id links. Detail URLs carry Kubernetes names (`claims/urls.py`), never row ids.
 - `claims/api/` is the REST API of the same objects.
 
 Every view is re-exported here, so `claims/urls.py` names them as `views.<name>`.
@@ -24,12 +26,14 @@ from claims.views.claims import (
     template_list,
 )
 from claims.views.devices import (
+    device_by_id,
     device_class_detail,
     device_class_list,
     device_detail,
     device_list,
     node_detail,
     node_list,
+    pool_by_id,
     pool_detail,
     pool_list,
     resource_class_list,
@@ -40,6 +44,7 @@ from claims.views.reports import leak_list, search
 __all__ = [
     "claim_detail",
     "claim_list",
+    "device_by_id",
     "device_class_detail",
     "device_class_list",
     "device_detail",
@@ -49,6 +54,7 @@ __all__ = [
     "node_list",
     "pod_detail",
     "pod_list",
+    "pool_by_id",
     "pool_detail",
     "pool_list",
     "quota_list",

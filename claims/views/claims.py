@@ -13,9 +13,10 @@ from typing import Any
 
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
 from claims.choices import ClaimState
+from claims.devices.pages import consumers_by_claim
 from claims.filters import (
     PodFilterSet,
     PodSchedulingContextFilterSet,
@@ -33,6 +34,7 @@ from claims.models import (
 )
 from claims.pages import other_quota_rows, quota_rows, template_claim_counts
 from claims.templates import template_names
+from claims.views.missing import not_found
 from dashboard.views import (
     apply_filters,
     apply_ordering,
@@ -69,7 +71,6 @@ def claim_list(request: HttpRequest) -> HttpResponse:
     )
     if not errors:
         claims, errors = apply_ordering(request, claims, CLAIM_ORDERING)
-    claims = claims.annotate(reservation_count=Count("reservations"))
     page = paginate(
         request,
         claims.only(
@@ -96,10 +97,13 @@ def claim_list(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("pk"))
         .values_list("state", "n")
     )
+    consumers = consumers_by_claim(claim.pk for claim in page.object_list)
     context: dict[str, Any] = {
         "page_obj": page,
         "params": params,
         "errors": errors,
+        # Each claim with the pods (and other consumers) it is reserved for.
+        "rows": [(claim, consumers.get(claim.pk, [])) for claim in page.object_list],
         "namespaces": distinct_values(ResourceClaim, "namespace"),
         "states": ClaimState.choices,
         "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
@@ -114,29 +118,32 @@ def claim_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def device_ids_for(entries: list[AllocatedDevice]) -> dict[str, int]:
-    """Map `driver/pool/device` keys of allocation results to current Device ids (one query)."""
+def published_devices(entries: list[AllocatedDevice]) -> set[str]:
+    """The `driver/pool/device` keys of allocation results that a current slice publishes
+    (one query): the others are shown without a link."""
     if not entries:
-        return {}
+        return set()
     wanted = Q()
     for entry in entries:
         wanted |= Q(driver=entry.driver, pool_name=entry.pool, name=entry.device)
-    rows = Device.objects.filter(wanted, current=True).values_list(
-        "pk", "driver", "pool_name", "name"
-    )
-    return {f"{driver}/{pool}/{name}": pk for pk, driver, pool, name in rows}
+    rows = Device.objects.filter(wanted, current=True).values_list("driver", "pool_name", "name")
+    return {f"{driver}/{pool}/{name}" for driver, pool, name in rows}
 
 
 @read_access
 def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    claim = get_object_or_404(
-        ResourceClaim.objects.prefetch_related("allocated_devices", "reservations"),
-        namespace=namespace,
-        name=name,
+    claim = (
+        ResourceClaim.objects.prefetch_related("allocated_devices", "reservations")
+        .filter(namespace=namespace, name=name)
+        .first()
     )
+    if claim is None:
+        return not_found(
+            request, kind="ResourceClaim", name=f"{namespace}/{name}", listing=reverse("claim-list")
+        )
     allocated = list(claim.allocated_devices.all())
-    ids = device_ids_for(allocated)
-    devices = [(entry, ids.get(entry.key)) for entry in allocated]
+    published = published_devices(allocated)
+    devices = [(entry, entry.key in published) for entry in allocated]
     download = yaml_download(request, raw=claim.raw, filename=f"{namespace}-{name}")
     if download is not None:
         return download
@@ -192,7 +199,14 @@ def template_list(request: HttpRequest) -> HttpResponse:
 
 @read_access
 def template_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    template = get_object_or_404(ResourceClaimTemplate, namespace=namespace, name=name)
+    template = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
+    if template is None:
+        return not_found(
+            request,
+            kind="ResourceClaimTemplate",
+            name=f"{namespace}/{name}",
+            listing=reverse("template-list"),
+        )
     download = yaml_download(request, raw=template.raw, filename=f"{namespace}-{name}")
     if download is not None:
         return download
@@ -233,7 +247,11 @@ def pod_list(request: HttpRequest) -> HttpResponse:
 
 @read_access
 def pod_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
-    pod = get_object_or_404(Pod, namespace=namespace, name=name)
+    pod = Pod.objects.filter(namespace=namespace, name=name).first()
+    if pod is None:
+        return not_found(
+            request, kind="pod", name=f"{namespace}/{name}", listing=reverse("pod-list")
+        )
     download = yaml_download(request, raw=pod.raw, filename=f"{namespace}-{name}")
     if download is not None:
         return download

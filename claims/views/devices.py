@@ -2,25 +2,33 @@
 DeviceTaintRules, classic ResourceClasses and nodes.
 
 Each list is `list_page` over its FilterSet (or a fixed set of grouped queries), so it runs a
-fixed number of queries whatever the cluster size; device states, grids and reachability come
-from `claims.devices`.
+fixed number of queries whatever the cluster size; device states, grids, holders and
+reachability come from `claims.devices`. Device lists sort names naturally (`order_devices`),
+which `list_page`'s one-column ordering cannot, so they paginate by hand. Detail pages are found
+by Kubernetes names (see `claims/urls.py`).
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
 from claims.choices import DeviceState
 from claims.devices.classes import class_membership, class_utilisation
 from claims.devices.counts import pool_utilisation
 from claims.devices.pages import (
+    POOL_STATUS_COLUMNS,
+    attribute_rows,
+    consumers_by_claim,
+    device_holdings,
     matching_taint_rules,
+    natural_order,
+    node_selector_terms,
     pool_context,
     pool_segments,
     pool_status_entry,
@@ -29,7 +37,8 @@ from claims.devices.pages import (
 from claims.devices.states import HELD_STATES, annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usage
 from claims.filters import DeviceFilterSet
-from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
+from claims.models import AllocatedDevice, Pod, ResourceClaim
+from claims.views.missing import moved_to, not_found
 from dashboard.views import (
     apply_filters,
     apply_ordering,
@@ -73,7 +82,28 @@ DEVICE_COLUMNS = (
     "current",
 )
 NAME_ORDERING = {"name": "name", "age": "created_at"}
+# Sortable device columns; every order ends with driver, pool and the name in natural order
+# (`link-2` before `link-10`), so rows with equal values keep one order from page to page.
 DEVICE_ORDERING = {"driver": "driver", "pool": "pool_name", "name": "name", "state": "state"}
+
+
+def order_devices(
+    request: HttpRequest, devices: QuerySet[Device]
+) -> tuple[QuerySet[Device], list[str]]:
+    """Devices in the order `?ordering=` asks (see `apply_ordering`), names in natural order."""
+    wanted = request.GET.get("ordering", "").strip()
+    column = wanted.removeprefix("-")
+    if wanted and column not in DEVICE_ORDERING:
+        return apply_ordering(request, devices, DEVICE_ORDERING)  # the error names the columns
+    descending = wanted.startswith("-")
+    if column == "name":
+        lead = natural_order("name", descending=descending)
+    elif column:
+        key = F(DEVICE_ORDERING[column])
+        lead = [key.desc() if descending else key.asc()]
+    else:
+        lead = []
+    return devices.order_by(*lead, "driver", "pool_name", *natural_order("name"), "pk"), []
 
 
 @read_access
@@ -99,52 +129,101 @@ def pool_list(request: HttpRequest) -> HttpResponse:
 
 
 @read_access
-def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    pool = get_object_or_404(Pool, pk=pk)
-    context = pool_context(pool)
-    context["pool_status"] = pool_status_entry(pool, context["grid"], context["counts"])
-    context["slices"] = list(
-        ResourceSlice.objects.filter(pool=pool)
+def pool_by_id(request: HttpRequest, pk: int) -> HttpResponse:
+    """An old `/pools/<id>/` link: to the pool's name while the row exists."""
+    pool = get_object_or_404(Pool.objects.only("driver", "name"), pk=pk)
+    return moved_to(request, reverse("pool-detail", args=[pool.driver, pool.name]))
+
+
+@read_access
+def pool_detail(request: HttpRequest, driver: str, pool: str) -> HttpResponse:
+    found = Pool.objects.filter(driver=driver, name=pool).first()
+    if found is None:
+        return not_found(
+            request, kind="pool", name=f"{driver}/{pool}", listing=reverse("pool-list")
+        )
+    context = pool_context(found)
+    context["pool_status"] = pool_status_entry(found, context["grid"], context["counts"])
+    context["status_columns"] = POOL_STATUS_COLUMNS
+    slices = list(
+        ResourceSlice.objects.filter(pool=found)
         .annotate(n_devices=Count("devices"))
         .only("pk", "name", "generation", "current", "node_name", "all_nodes", "node_selector")
         .order_by("-generation", "name")
     )
+    context["slices"] = [(s, node_selector_terms(s.node_selector)) for s in slices]
     return render_page(
         request,
         template="claims/pool_detail.html",
         context=context,
         fragments={"body": "claims/_pool_body.html"},
-        live=[f"pool:{pool.pk}"],
+        live=[f"pool:{found.pk}"],
     )
 
 
-def _refined(devices: list[Device]) -> list[Device]:
+def _device_rows(devices: list[Device]) -> list[tuple[Device, list[Any]]]:
+    """Each device with its state refined and who holds it (claims and their pods)."""
     refine_device_states(devices)
-    return devices
+    holdings = device_holdings(devices)
+    return [(device, holdings.get(device.key, [])) for device in devices]
 
 
 @read_access
 def device_list(request: HttpRequest) -> HttpResponse:
-    return list_page(
+    devices, params, errors = apply_filters(
         request,
-        filterset=DeviceFilterSet,
-        queryset=annotate_device_state(
-            Device.objects.filter(current=True).only(*DEVICE_COLUMNS)
-        ).order_by("driver", "pool_name", "name"),
+        DeviceFilterSet,
+        annotate_device_state(Device.objects.filter(current=True).only(*DEVICE_COLUMNS)),
+    )
+    if not errors:
+        devices, errors = order_devices(request, devices)
+    page = paginate(request, devices)
+    context = {
+        "page_obj": page,
+        "params": params,
+        "errors": errors,
+        "rows": _device_rows(list(page.object_list)),
+        "drivers": distinct_values(Device, "driver"),
+        "states": DeviceState.choices,
+    }
+    return render_page(
+        request,
         template="claims/device_list.html",
-        fragment="claims/_device_table.html",
+        context=context,
+        fragments={"table": "claims/_device_table.html"},
         live=["devices", "pools"],
-        rows=_refined,
-        context={"drivers": distinct_values(Device, "driver"), "states": DeviceState.choices},
-        ordering=DEVICE_ORDERING,
     )
 
 
 @read_access
-def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    device = get_object_or_404(
-        annotate_device_state(Device.objects.select_related("pool", "slice")), pk=pk
+def device_by_id(request: HttpRequest, pk: int) -> HttpResponse:
+    """An old `/devices/<id>/` link: to the device's name while the row exists."""
+    device = get_object_or_404(Device.objects.only("driver", "pool_name", "name"), pk=pk)
+    return moved_to(
+        request, reverse("device-detail", args=[device.driver, device.pool_name, device.name])
     )
+
+
+@read_access
+def device_detail(request: HttpRequest, driver: str, pool: str, name: str) -> HttpResponse:
+    # A stale generation may still list the name beside the current one: show the current.
+    device = (
+        annotate_device_state(Device.objects.select_related("pool", "slice"))
+        .filter(driver=driver, pool_name=pool, name=name)
+        .order_by("-current", "-pk")
+        .first()
+    )
+    if device is None:
+        parent = None
+        if Pool.objects.filter(driver=driver, name=pool).exists():
+            parent = (f"Pool {pool}", reverse("pool-detail", args=[driver, pool]))
+        return not_found(
+            request,
+            kind="device",
+            name=f"{driver}/{pool}/{name}",
+            listing=reverse("device-list"),
+            parent=parent,
+        )
     download = yaml_download(request, raw=device.slice.raw, filename=device.slice.name)
     if download is not None:
         return download
@@ -154,17 +233,14 @@ def device_detail(request: HttpRequest, pk: int) -> HttpResponse:
             driver=device.driver, pool=device.pool_name, device=device.name
         ).select_related("claim")
     )
-    claim_ids = {h.claim_id for h in holders}
-    reservations: dict[int, list[Reservation]] = defaultdict(list)
-    for reservation in Reservation.objects.filter(claim_id__in=claim_ids):
-        reservations[reservation.claim_id].append(reservation)
+    consumers = consumers_by_claim(h.claim_id for h in holders)
     context = {
         "device": device,
-        "holders": [(h, reservations.get(h.claim_id, [])) for h in holders],
+        "holders": [(h, consumers.get(h.claim_id, [])) for h in holders],
         "capacity": capacity_usage(device),
         "rules": matching_taint_rules(device),
-        "attributes": sorted((device.attributes or {}).items()),
-        "spec_json": json.dumps(device.spec, indent=2, sort_keys=True),
+        "attributes": attribute_rows(device.attributes),
+        "selector_terms": node_selector_terms(device.node_selector),
         "raw_yaml": object_yaml(device.slice.raw),
         "yaml_name": device.slice.name,
         "yaml_title": f"Its ResourceSlice {device.slice.name}",
@@ -201,7 +277,11 @@ def device_class_list(request: HttpRequest) -> HttpResponse:
 
 @read_access
 def device_class_detail(request: HttpRequest, name: str) -> HttpResponse:
-    device_class = get_object_or_404(DeviceClass, name=name)
+    device_class = DeviceClass.objects.filter(name=name).first()
+    if device_class is None:
+        return not_found(
+            request, kind="DeviceClass", name=name, listing=reverse("device-class-list")
+        )
     download = yaml_download(request, raw=device_class.raw, filename=name)
     if download is not None:
         return download
@@ -209,14 +289,14 @@ def device_class_detail(request: HttpRequest, name: str) -> HttpResponse:
     members = membership.members.get(name)
     devices = annotate_device_state(
         Device.objects.filter(pk__in=sorted(members or ())).only(*DEVICE_COLUMNS)
-    ).order_by("driver", "pool_name", "name")
-    devices, errors = apply_ordering(request, devices, DEVICE_ORDERING)
+    )
+    devices, errors = order_devices(request, devices)
     page = paginate(request, devices)
     context = {
         "device_class": device_class,
         "errors": errors,
         "page_obj": page,
-        "rows": _refined(list(page.object_list)),
+        "rows": _device_rows(list(page.object_list)),
         "compiled": members is not None,
         "error": membership.errors.get(name),
         "cel_errors": membership.cel_errors.get(name, 0),
@@ -295,7 +375,9 @@ def node_list(request: HttpRequest) -> HttpResponse:
 
 @read_access
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
-    node = get_object_or_404(Node, name=name)
+    node = Node.objects.filter(name=name).first()
+    if node is None:
+        return not_found(request, kind="node", name=name, listing=reverse("node-list"))
     download = yaml_download(request, raw=node.raw, filename=name)
     if download is not None:
         return download

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 
 from claims.leaks import KINDS, leak_report
 from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
+from claims.pages import duration_text, leak_rows
 from dashboard.views import read_access, render_page
 from inventory.models import Device, DeviceClass, DeviceTaintRule, Node
 
@@ -25,10 +26,17 @@ def leak_list(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("kind", "")
     if kind in KINDS:
         report["leaks"] = [leak for leak in report["leaks"] if leak["kind"] == kind]
+    context = {
+        "report": report,
+        "rows": leak_rows(report["leaks"]),
+        "threshold": duration_text(report["unreserved_threshold_seconds"]),
+        "kinds": KINDS,
+        "kind": kind,
+    }
     return render_page(
         request,
         template="claims/leak_list.html",
-        context={"report": report, "kinds": KINDS, "kind": kind},
+        context=context,
         fragments={"table": "claims/_leak_table.html"},
         live=["claims", "pods", "pools"],
     )

@@ -25,8 +25,8 @@ LIST_PAGES = {
 }
 # Detail pages: (name, list page, the first link on it that matches).
 DETAIL_PAGES = (
-    ("pool", "/pools/", r"/pools/\d+/"),
-    ("device", "/devices/", r"/devices/\d+/"),
+    ("pool", "/pools/", r"/pools/[^/?]+/[^?]+/"),
+    ("device", "/devices/", r"/devices/[^/?]+/[^?]+/[^/?]+/"),
     ("device-class", "/device-classes/", r"/device-classes/[^/?]+/"),
     ("node", "/nodes/", r"/nodes/[^/?]+/"),
     ("claim", "/claims/?state=reserved", r"/claims/[^/?]+/[^/?]+/"),

@@ -84,7 +84,7 @@ def test_device_tiles_have_names_and_shared_differs_by_more_than_colour(
     page.goto(base + "/pools/")
     from tests.browser.site import first_link
 
-    page.goto(base + first_link(page, r"/pools/\d+/"))
+    page.goto(base + first_link(page, r"/pools/[^/?]+/[^?]+/"))
     unnamed = page.eval_on_selector_all(
         ".dev", "els => els.filter(e => !(e.getAttribute('aria-label') || '').trim()).length"
     )

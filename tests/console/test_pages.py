@@ -30,8 +30,8 @@ def detail_urls() -> list[str]:
     claim = ResourceClaim.objects.filter(state=ClaimState.RESERVED).first()
     assert pool and device and node and claim
     return [
-        reverse("pool-detail", args=[pool.pk]),
-        reverse("device-detail", args=[device.pk]),
+        reverse("pool-detail", args=[pool.driver, pool.name]),
+        reverse("device-detail", args=[device.driver, device.pool_name, device.name]),
         reverse("node-detail", args=[node.name]),
         reverse("claim-detail", args=[claim.namespace, claim.name]),
     ]

@@ -18,7 +18,7 @@ def test_pool_page_shows_the_same_status_as_the_api(demo, viewer_client: Client)
         "/api/inventory/pool-status/", {"driver": pool.driver, "pool": pool.name}
     ).json()
     (entry,) = api["status"]["pools"]
-    page = viewer_client.get(reverse("pool-detail", args=[pool.pk]))
+    page = viewer_client.get(reverse("pool-detail", args=[pool.driver, pool.name]))
     card = page.content.decode().split('id="pool-status"')[1].split("</table>")[0]
     cells = [
         entry["totalDevices"],
