@@ -11,7 +11,7 @@ the last segment, which is the device (device pages).
 
 from django.urls import URLPattern, URLResolver, path, register_converter
 
-from claims import views
+from claims.views import claims, devices, reports
 
 
 class PoolNameConverter:
@@ -29,34 +29,34 @@ class PoolNameConverter:
 register_converter(PoolNameConverter, "pool")
 
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("pools/", views.pool_list, name="pool-list"),
-    path("pools/<int:pk>/", views.pool_by_id, name="pool-by-id"),
-    path("pools/<str:driver>/<pool:pool>/", views.pool_detail, name="pool-detail"),
-    path("devices/", views.device_list, name="device-list"),
-    path("devices/<int:pk>/", views.device_by_id, name="device-by-id"),
+    path("pools/", devices.pool_list, name="pool-list"),
+    path("pools/<int:pk>/", devices.pool_by_id, name="pool-by-id"),
+    path("pools/<str:driver>/<pool:pool>/", devices.pool_detail, name="pool-detail"),
+    path("devices/", devices.device_list, name="device-list"),
+    path("devices/<int:pk>/", devices.device_by_id, name="device-by-id"),
     path(
         "devices/<str:driver>/<pool:pool>/<str:name>/",
-        views.device_detail,
+        devices.device_detail,
         name="device-detail",
     ),
-    path("device-classes/", views.device_class_list, name="device-class-list"),
-    path("device-classes/<str:name>/", views.device_class_detail, name="device-class-detail"),
-    path("taint-rules/", views.taint_rule_list, name="taint-rule-list"),
-    path("resource-classes/", views.resource_class_list, name="resource-class-list"),
-    path("nodes/", views.node_list, name="node-list"),
-    path("nodes/<str:name>/", views.node_detail, name="node-detail"),
-    path("claims/", views.claim_list, name="claim-list"),
-    path("claims/<str:namespace>/<str:name>/", views.claim_detail, name="claim-detail"),
-    path("templates/", views.template_list, name="template-list"),
+    path("device-classes/", devices.device_class_list, name="device-class-list"),
+    path("device-classes/<str:name>/", devices.device_class_detail, name="device-class-detail"),
+    path("taint-rules/", devices.taint_rule_list, name="taint-rule-list"),
+    path("resource-classes/", devices.resource_class_list, name="resource-class-list"),
+    path("nodes/", devices.node_list, name="node-list"),
+    path("nodes/<str:name>/", devices.node_detail, name="node-detail"),
+    path("claims/", claims.claim_list, name="claim-list"),
+    path("claims/<str:namespace>/<str:name>/", claims.claim_detail, name="claim-detail"),
+    path("templates/", claims.template_list, name="template-list"),
     path(
         "templates/<str:namespace>/<str:name>/",
-        views.template_detail,
+        claims.template_detail,
         name="template-detail",
     ),
-    path("pods/", views.pod_list, name="pod-list"),
-    path("pods/<str:namespace>/<str:name>/", views.pod_detail, name="pod-detail"),
-    path("scheduling-contexts/", views.scheduling_context_list, name="scheduling-context-list"),
-    path("quotas/", views.quota_list, name="quota-list"),
-    path("leaks/", views.leak_list, name="leak-list"),
-    path("search/", views.search, name="search"),
+    path("pods/", claims.pod_list, name="pod-list"),
+    path("pods/<str:namespace>/<str:name>/", claims.pod_detail, name="pod-detail"),
+    path("scheduling-contexts/", claims.scheduling_context_list, name="scheduling-context-list"),
+    path("quotas/", claims.quota_list, name="quota-list"),
+    path("leaks/", reports.leak_list, name="leak-list"),
+    path("search/", reports.search, name="search"),
 ]

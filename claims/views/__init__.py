@@ -12,56 +12,6 @@
   of old id links. Detail URLs carry Kubernetes names (`claims/urls.py`), never row ids.
 - `claims/api/` is the REST API of the same objects.
 
-Every view is re-exported here, so `claims/urls.py` names them as `views.<name>`.
+`claims/urls.py` names each view by its module, so a new page touches its module and the URL
+conf, not this file.
 """
-
-from claims.views.claims import (
-    claim_detail,
-    claim_list,
-    pod_detail,
-    pod_list,
-    quota_list,
-    scheduling_context_list,
-    template_detail,
-    template_list,
-)
-from claims.views.devices import (
-    device_by_id,
-    device_class_detail,
-    device_class_list,
-    device_detail,
-    device_list,
-    node_detail,
-    node_list,
-    pool_by_id,
-    pool_detail,
-    pool_list,
-    resource_class_list,
-    taint_rule_list,
-)
-from claims.views.reports import leak_list, search
-
-__all__ = [
-    "claim_detail",
-    "claim_list",
-    "device_by_id",
-    "device_class_detail",
-    "device_class_list",
-    "device_detail",
-    "device_list",
-    "leak_list",
-    "node_detail",
-    "node_list",
-    "pod_detail",
-    "pod_list",
-    "pool_by_id",
-    "pool_detail",
-    "pool_list",
-    "quota_list",
-    "resource_class_list",
-    "scheduling_context_list",
-    "search",
-    "taint_rule_list",
-    "template_detail",
-    "template_list",
-]
