@@ -1,4 +1,4 @@
-# One image for every process of the DRA Dashboard: web (Daphne, ASGI), Celery worker, Celery beat
+# One image for every process of the DRA Dashboard: web (uvicorn, ASGI), Celery worker, Celery beat
 # and the one-shot migrate. Pick the process with the first argument (see deploy/entrypoint.sh):
 #   docker run IMAGE web | worker | beat | migrate | manage <command> ...
 FROM python:3.11-slim

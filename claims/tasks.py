@@ -1,9 +1,10 @@
 """Celery tasks of the claims app: what-if jobs and pending-claim diagnoses.
 
 The tasks only translate: `run_what_if_job` runs `claims.whatif.jobs.run_job` (the job store
-lives there), `refresh_diagnoses` runs `claims.whatif.diagnosis.diagnose_all`. The sync asks for
-diagnoses with `schedule_diagnoses()` after a batch, which debounces: at most one queued run
-per `DIAGNOSIS_DEBOUNCE_SECONDS`.
+lives there; `queue_what_if_job` hands a job to a worker, or to this process's job threads when
+Celery has no worker), `refresh_diagnoses` runs `claims.whatif.diagnosis.diagnose_all`. The
+sync asks for diagnoses with `schedule_diagnoses()` after a batch, which debounces: at most
+one queued run per `DIAGNOSIS_DEBOUNCE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from celery import current_app, shared_task
 from django.core.cache import cache
 
 from claims.whatif.diagnosis import diagnose_all
-from claims.whatif.jobs import JOB_SOFT_TIME_LIMIT, run_job
+from claims.whatif.jobs import JOB_SOFT_TIME_LIMIT, LOCAL_JOBS, run_job
 
 DIAGNOSIS_DEBOUNCE_SECONDS = 5
 _DEBOUNCE_KEY = "whatif:diagnoses:queued"
@@ -26,6 +27,15 @@ _DEBOUNCE_KEY = "whatif:diagnoses:queued"
 def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
     """Answer one what-if job; progress and the outcome go to the job document."""
     return run_job(job_id, request)
+
+
+def queue_what_if_job(job_id: str, request: dict[str, Any]) -> None:
+    """Queue a job for a Celery worker; without one (tasks run eagerly, no Redis), for this
+    process's job threads, so that the request that queued it is answered at once."""
+    if current_app.conf.task_always_eager:
+        LOCAL_JOBS.submit(job_id, request)
+    else:
+        run_what_if_job.delay(job_id, request)
 
 
 @shared_task(ignore_result=True)

@@ -15,7 +15,7 @@ from django.core.signals import request_finished  # noqa: E402
 from django.db import connections  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
-from dashboard.cancel import CancelOnDisconnect, watch_server_shutdown  # noqa: E402
+from dashboard.cancel import CancelOnDisconnect  # noqa: E402
 from dashboard.security import WebsocketOriginValidator, harden  # noqa: E402
 
 
@@ -52,5 +52,3 @@ application = ProtocolTypeRouter(
 )
 # Trusted-proxy headers and the request body cap, around everything (dashboard/security.py).
 application = harden(application)
-# SIGTERM under daphne: running searches stop at once, so the process exits within seconds.
-watch_server_shutdown()

@@ -101,7 +101,12 @@ def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tu
 
 @read_access
 def what_if(request: HttpRequest) -> HttpResponse:
-    """The what-if form; a POST runs it, and so does a GET carrying the form (a shared link)."""
+    """The what-if form; a POST runs it.
+
+    A GET, a shared link's too, only fills the form in: running a what-if spends the server's
+    time in the asker's name, so it takes a POST, which Django's CSRF check guards, and another
+    site cannot make a signed-in browser run one by linking to it or loading it in an image.
+    """
 
     form = request.POST if request.method == "POST" else request.GET
     context: dict[str, Any] = {
@@ -114,15 +119,13 @@ def what_if(request: HttpRequest) -> HttpResponse:
         "values": form_values(form),
         "error": "",
         "result": None,
+        # Opened from a result link: the form is filled in and waits for Run.
+        "shared": request.method == "GET" and bool(request.GET.get("yaml", "").strip()),
     }
-    shared = request.method == "GET" and bool(
-        request.GET.get("yaml", "").strip() or request.GET.get("run")
-    )
-    if request.method == "POST" or shared:
+    if request.method == "POST":
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        upload = request.FILES.get("file") if request.method == "POST" else None
-        context.update(run_what_if(context["values"], upload=upload))
+        context.update(run_what_if(context["values"], upload=request.FILES.get("file")))
     return render_page(
         request,
         template="console/what_if.html",
@@ -132,7 +135,8 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
 
 def share_url(values: dict[str, str]) -> str:
-    """The what-if page URL whose GET re-runs this form, or "" when the claim is too long."""
+    """The what-if page URL whose GET fills this form in again, or "" when the claim is too
+    long. Run (a POST) asks the cluster as it is then."""
     if len(values.get("yaml", "")) + len(values.get("assume", "")) > MAX_SHARED_YAML:
         return ""
     query = QueryDict(mutable=True)
@@ -140,7 +144,6 @@ def share_url(values: dict[str, str]) -> str:
         value = values.get(name, "") if name in ("yaml", "assume") else values.get(name, "").strip()
         if value and not (name == "count" and value == "1"):
             query[name] = value
-    query["run"] = "1"
     return f"{reverse('what-if')}?{query.urlencode()}"
 
 

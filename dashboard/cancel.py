@@ -6,14 +6,13 @@ A what-if or diagnosis search asks the callable from `stop_check()` every millis
 * this request is abandoned: `CancelOnDisconnect` wraps the HTTP application and gives every
   request its own flag, in a context variable that asgiref copies into the thread running a
   sync view. The flag is set when the server hands Django `http.disconnect` (the client closed
-  the connection) or cancels the request's task (daphne does for every open request when it
-  shuts down, and for requests that outlive their client's disconnect);
-* the process shuts down: `begin_shutdown()`, hooked to the server's shutdown by
-  `watch_server_shutdown()` (Twisted's before-shutdown trigger, which SIGTERM fires under
-  daphne). Work outside any request (the embedded diagnosis loop) sees this one only.
+  the connection) or cancels the request's task (when it gives up on a request at shutdown);
+* the process shuts down: `begin_shutdown()`, which the web server's launcher calls when
+  SIGTERM or SIGINT asks it to stop. Work outside any request (the embedded diagnosis loop)
+  sees this one only.
 
 Without this a sync view runs to its end after its client left (Django can cancel only the
-coroutine awaiting it), and daphne cannot exit while the view's thread runs.
+coroutine awaiting it), and the server cannot exit while the view's thread runs.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
@@ -157,18 +155,3 @@ class CancelOnDisconnect:
                 await asyncio.wait({task}, timeout=_UNWIND_SECONDS)
             raise
         task.result()
-
-
-def watch_server_shutdown() -> bool:
-    """Call `begin_shutdown` when the server begins to stop; returns whether a hook was found.
-
-    Under daphne the Twisted reactor is installed before the application is imported, and
-    SIGTERM stops it through its "before shutdown" triggers (where daphne also cancels open
-    requests). Other servers are not hooked here; their cancelled requests still set their own
-    flags through `CancelOnDisconnect`.
-    """
-    reactor = sys.modules.get("twisted.internet.reactor")
-    if reactor is None or not hasattr(reactor, "addSystemEventTrigger"):
-        return False
-    reactor.addSystemEventTrigger("before", "shutdown", begin_shutdown)
-    return True

@@ -10,7 +10,7 @@ import contextlib
 import ipaddress
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 PREFIX = "DASHBOARD_"
 
@@ -81,27 +81,68 @@ def env_networks(name: str) -> list[str]:
     return values
 
 
+# Connection parameters a postgres:// URL's query may name that Django keeps in fields of its own.
+_URL_FIELDS = {
+    "dbname": "NAME",
+    "user": "USER",
+    "password": "PASSWORD",
+    "host": "HOST",
+    "port": "PORT",
+}
+
+
+def _postgres_options(query: str, database: dict[str, object]) -> dict[str, str]:
+    """libpq parameters from a URL's query (`?sslmode=verify-full&sslrootcert=/ca.pem`).
+
+    Each goes to psycopg as it is, so TLS and timeouts set in the URL are kept, never dropped.
+    Names libpq does not know, a name given twice, or a query naming what the URL already
+    says (`?host=` beside a host) are refused. `options` keeps the JIT switched off.
+    """
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key in options or (key in _URL_FIELDS and database[_URL_FIELDS[key]]):
+            raise ConfigError(f"{PREFIX}DATABASE_URL: {key!r} is given twice")
+        if key in _URL_FIELDS:
+            database[_URL_FIELDS[key]] = value
+        options[key] = value
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import make_conninfo
+
+    try:
+        make_conninfo("", **options)
+    except ProgrammingError as exc:  # a name libpq does not know
+        raise ConfigError(f"{PREFIX}DATABASE_URL: {exc}") from exc
+    # JIT compilation costs more than it saves on the dashboard's aggregate queries.
+    options["options"] = f"{options.get('options', '')} -c jit=off".strip()
+    return {k: v for k, v in options.items() if k not in _URL_FIELDS}
+
+
 def parse_database_url(url: str) -> dict[str, object]:
-    """Turn ``postgres://user:pass@host:port/name`` or ``sqlite:///path`` into Django settings."""
+    """Turn ``postgres://user:pass@host:port/name?param=value`` or ``sqlite:///path`` into
+    Django settings; a PostgreSQL URL's query parameters become psycopg's OPTIONS."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in {"postgres", "postgresql", "pgsql"}:
-        name = unquote(parts.path.lstrip("/"))
-        if not name:
-            raise ConfigError(f"{PREFIX}DATABASE_URL: no database name in {url!r}")
-        return {
+        database: dict[str, object] = {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": name,
+            "NAME": unquote(parts.path.lstrip("/")),
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,
-            # JIT compilation costs more than it saves on the dashboard's aggregate queries.
-            "OPTIONS": {"options": "-c jit=off"},
         }
+        database["OPTIONS"] = _postgres_options(parts.query, database)
+        if not database["NAME"]:
+            raise ConfigError(f"{PREFIX}DATABASE_URL: no database name in {url!r}")
+        refuse_placeholder("DATABASE_URL", str(database["PASSWORD"]), what="its password")
+        return database
     if scheme == "sqlite":
+        if parts.query:
+            raise ConfigError(
+                f"{PREFIX}DATABASE_URL: SQLite URLs take no query options, got {parts.query!r}"
+            )
         # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
         raw_path = unquote(parts.path)
         path = raw_path[1:] if raw_path.startswith("//") else raw_path.lstrip("/")
@@ -117,16 +158,58 @@ def parse_database_url(url: str) -> dict[str, object]:
     )
 
 
+_PLACEHOLDER_PREFIXES = ("change-me", "changeme", "insecure")
+
+
+def is_placeholder(value: str) -> bool:
+    """A value the shipped examples hold (`CHANGE-ME-...`): anyone who read them knows it."""
+    return value.strip().lower().startswith(_PLACEHOLDER_PREFIXES)
+
+
+def refuse_placeholder(name: str, value: str, *, what: str = "the value") -> str:
+    """`value`, unless it is a placeholder from the examples (deploy/secret.yaml, .env.example)."""
+    if is_placeholder(value):
+        raise ConfigError(
+            f"{PREFIX}{name}: {what} is the placeholder from the examples; set a random one"
+        )
+    return value
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def check_redis_url(url: str) -> str:
-    scheme = urlsplit(url).scheme.lower()
+    """A Redis URL the dashboard may use: redis://, rediss:// or unix://, with a real password.
+
+    Redis reached over the network must ask for a password: whoever can write to it can send
+    the web processes' live events and queue Celery tasks. Only a server on this host (loopback,
+    a unix socket: the test suite's, a sidecar's) may go without one. A password copied from the
+    examples is refused everywhere.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     if scheme not in {"redis", "rediss", "unix"}:
         raise ConfigError(
             f"{PREFIX}REDIS_URL: expected redis://, rediss:// or unix://, got {url!r}"
         )
+    try:
+        password = unquote(parts.password or "") or dict(parse_qsl(parts.query)).get("password", "")
+        host = parts.hostname or ""
+    except ValueError as exc:
+        raise ConfigError(f"{PREFIX}REDIS_URL: {exc}") from exc
+    refuse_placeholder("REDIS_URL", password, what="the password")
+    if not password and scheme != "unix" and not _loopback(host):
+        raise ConfigError(
+            f"{PREFIX}REDIS_URL: no password for Redis at {host or '?'}; a server off this "
+            "host must require one (redis://:PASSWORD@host:6379/0)"
+        )
     return url
-
-
-_PLACEHOLDER_PREFIXES = ("change-me", "changeme", "insecure")
 
 
 def check_secret_key(value: str, *, var_dir: Path) -> str:
@@ -136,7 +219,7 @@ def check_secret_key(value: str, *, var_dir: Path) -> str:
     can read are forgeable.
     """
     if value:
-        if value.lower().startswith(_PLACEHOLDER_PREFIXES) or len(value) < 32:
+        if is_placeholder(value) or len(value) < 32:
             raise ConfigError(
                 f"{PREFIX}SECRET_KEY: set a random value of at least 32 characters "
                 "(the placeholder from the examples is refused)"

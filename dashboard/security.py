@@ -72,7 +72,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
 class ProxyHeaders:
     """Take the client address and scheme from X-Forwarded-For/-Proto, from trusted proxies only.
 
-    Daphne's own --proxy-headers believes any peer. Here a peer in settings.TRUSTED_PROXIES may set
+    The web server's own proxy-header handling stays off; the one rule is this one. A peer in
+    settings.TRUSTED_PROXIES may set
     the client (the right-most X-Forwarded-For address that is not itself a trusted proxy) and the
     scheme; from any other peer every forwarding header is dropped, so neither Django
     (SECURE_PROXY_SSL_HEADER) nor the login throttle ever sees a forged one.

@@ -15,6 +15,7 @@ from dashboard.env import (
     parse_database_url,
     private_dir,
     private_sqlite_file,
+    refuse_placeholder,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -44,12 +45,13 @@ MAX_REQUEST_BYTES = env_int("MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 # is about 120 MB, past the 64 MiB that bounds input from the network.
 IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 512 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
-# Failed sign-ins per (username, client address) before that pair is locked out, and for how long.
+# Failed sign-ins per (username, client address) before that pair is locked out, per client
+# address whatever the usernames (password spraying), and for how long (dashboard.throttle).
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
+LOGIN_MAX_ADDRESS_FAILURES = env_int("LOGIN_MAX_ADDRESS_FAILURES", 30, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -127,7 +129,8 @@ if _database["ENGINE"] == "django.db.backends.sqlite3" and _database["NAME"] != 
     private_sqlite_file(Path(str(_database["NAME"])))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# redis://:PASSWORD@host:6379/0; DASHBOARD_REDIS_URL_FILE reads it from a mounted secret.
+# redis://:PASSWORD@host:6379/0; DASHBOARD_REDIS_URL_FILE reads it from a mounted secret. A
+# server off this host must require a password; placeholders are refused (check_redis_url).
 REDIS_URL = check_redis_url(env_str("REDIS_URL")) if env_str("REDIS_URL") else ""
 # Nothing read back from Redis is unpickled: a writer to Redis must not run code here. The cache
 # stores JSON (dashboard.cache), the channel layer msgpack, Celery JSON.
@@ -185,7 +188,7 @@ LOGIN_REDIRECT_URL = "/"
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_HOST_PASSWORD = refuse_placeholder("EMAIL_HOST_PASSWORD", env_str("EMAIL_HOST_PASSWORD", ""))
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = 10
@@ -281,9 +284,12 @@ WHATIF_JOB_BUDGET_SECONDS = env_int("WHATIF_JOB_BUDGET_SECONDS", 120, minimum=1)
 DIAGNOSIS_BUDGET_SECONDS = env_int("DIAGNOSIS_BUDGET_SECONDS", 2, minimum=1)
 # Unfinished what-if jobs one user may have at a time (more: 429).
 WHATIF_JOBS_PER_USER = env_int("WHATIF_JOBS_PER_USER", 3, minimum=1)
+# Without a Celery worker (no Redis), threads of the web process that run what-if jobs; the
+# request that queues one is answered at once. 0: jobs run inline, in that request.
+WHATIF_JOB_THREADS = env_int("WHATIF_JOB_THREADS", 2, minimum=0)
 # A finished job keeps its answer for an hour: at most this many bytes of JSON (longer lists cut).
 WHATIF_JOB_RESULT_MAX_BYTES = env_int("WHATIF_JOB_RESULT_MAX_BYTES", 2 * 1024 * 1024, minimum=65536)
 READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
 # Leaks: an allocated claim reserved for nobody for longer than this is reported as leaked.
 LEAK_UNRESERVED_SECONDS = env_int("LEAK_UNRESERVED_SECONDS", 600, minimum=0)
-METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_TOKEN = refuse_placeholder("METRICS_TOKEN", env_str("METRICS_TOKEN", ""))

@@ -1,16 +1,25 @@
-"""Login throttling: too many failed sign-ins for one username from one address lock that pair out.
+"""Login throttling: failed sign-ins lock out a username from one address, and then the address.
 
-After settings.LOGIN_MAX_FAILURES failures within settings.LOGIN_LOCKOUT_SECONDS, the pair is
-locked for LOGIN_LOCKOUT_SECONDS; every attempt meanwhile fails, the right password included. The
-counters live in the Django cache (Redis when configured, so all web processes share them). The
-pair, not the username alone, is locked so that a stranger cannot lock the admin out everywhere.
-The backend enforces it for every sign-in form (the admin's too); the login view also says why.
+Two counters per failure, each locking for settings.LOGIN_LOCKOUT_SECONDS once it reaches its
+limit within that many seconds; while locked every attempt fails, the right password included:
+
+* the username from this address, at LOGIN_MAX_FAILURES: the pair, not the username alone, so
+  that a stranger cannot lock the admin out everywhere;
+* the address, whatever the usernames, at LOGIN_MAX_ADDRESS_FAILURES: password spraying (one
+  password tried against many usernames) from one address. A successful sign-in clears its
+  pair's count, never the address's.
+
+The counters are rows of `SignInThrottle` in the database: every web process shares them, and
+nothing else competes for their room (in a local-memory cache, what-if answers evicted them).
+A locked key is refused before any password is checked, so it costs no write. The backend
+enforces this for every sign-in form (the admin's too); the login view also says why.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -18,9 +27,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from dashboard.models import SignInThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -30,45 +42,69 @@ def client_address(request: HttpRequest | None) -> str:
     return str(request.META.get("REMOTE_ADDR", "")) if request is not None else ""
 
 
-def _key(kind: str, username: str, address: str) -> str:
-    # Hashed: usernames are user input and cache keys must stay short and printable.
-    digest = hashlib.sha256(f"{username.casefold()}\0{address}".encode()).hexdigest()
-    return f"login:{kind}:{digest}"
+def _key(*parts: str) -> str:
+    # Hashed: usernames are user input of any length.
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def pair_key(username: str, address: str) -> str:
+    return _key("pair", username.casefold(), address)
+
+
+def address_key(address: str) -> str:
+    return _key("address", address)
 
 
 def is_locked(username: str, address: str) -> bool:
-    return cache.get(_key("locked", username, address)) is not None
+    """Whether the username from this address, or the address itself, is locked out now."""
+    return SignInThrottle.objects.filter(
+        key__in=[pair_key(username, address), address_key(address)],
+        locked_until__gt=timezone.now(),
+    ).exists()
+
+
+def _count(key: str, *, limit: int, now: datetime) -> bool:
+    """One more failure under `key`; True when it locks the key."""
+    window = timedelta(seconds=settings.LOGIN_LOCKOUT_SECONDS)
+    row, _ = SignInThrottle.objects.select_for_update().get_or_create(
+        key=key, defaults={"window_start": now, "expires": now + window}
+    )
+    if row.window_start + window <= now:
+        row.failures, row.window_start = 0, now
+    row.failures += 1
+    locked = row.failures >= limit
+    if locked:
+        row.locked_until = now + window
+        row.failures, row.window_start = 0, now
+    row.expires = max(row.window_start + window, row.locked_until or now)
+    row.save()
+    return locked
 
 
 def record_failure(username: str, address: str) -> bool:
-    """Count one failed sign-in; True when it locks the pair out."""
-    window = settings.LOGIN_LOCKOUT_SECONDS
-    key = _key("failures", username, address)
-    cache.add(key, 0, window)
-    try:
-        failures = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, window)
-        failures = 1
-    if failures < settings.LOGIN_MAX_FAILURES:
-        return False
-    cache.set(_key("locked", username, address), 1, settings.LOGIN_LOCKOUT_SECONDS)
-    cache.delete(key)
-    logger.warning(
-        "sign-in locked for %s seconds after %s failures (address %s)",
-        settings.LOGIN_LOCKOUT_SECONDS,
-        failures,
-        address or "unknown",
-    )
-    return True
+    """Count one failed sign-in for the pair and the address; True when either is now locked."""
+    now = timezone.now()
+    with transaction.atomic():
+        SignInThrottle.objects.filter(expires__lte=now).delete()
+        pair = _count(pair_key(username, address), limit=settings.LOGIN_MAX_FAILURES, now=now)
+        spraying = _count(address_key(address), limit=settings.LOGIN_MAX_ADDRESS_FAILURES, now=now)
+    if pair or spraying:
+        logger.warning(
+            "sign-in locked for %s seconds: %s (address %s)",
+            settings.LOGIN_LOCKOUT_SECONDS,
+            "too many failures from this address" if spraying else "too many for one username",
+            address or "unknown",
+        )
+    return pair or spraying
 
 
 def clear_failures(username: str, address: str) -> None:
-    cache.delete(_key("failures", username, address))
+    """Forget the pair's failures (after a successful sign-in); the address keeps its count."""
+    SignInThrottle.objects.filter(key=pair_key(username, address)).delete()
 
 
 class ThrottledModelBackend(ModelBackend):
-    """ModelBackend that refuses locked (username, address) pairs and counts failures."""
+    """ModelBackend that refuses locked pairs and addresses, and counts failures."""
 
     def authenticate(
         self,
@@ -110,7 +146,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 
 
 class ThrottledLoginView(LoginView):
-    """LoginView answering 429 while the username is locked out from this address."""
+    """LoginView answering 429 while the username, or the address, is locked out."""
 
     authentication_form = ThrottledAuthenticationForm
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Start one process of the DRA Dashboard image. Every process reads DASHBOARD_* variables.
-#   web      Daphne (ASGI: HTTP and websockets) on 0.0.0.0:${DASHBOARD_PORT:-8000}; no
-#            --proxy-headers: the app takes them from DASHBOARD_TRUSTED_PROXIES only
+#   web      uvicorn (ASGI: HTTP and websockets, options in console/serve.py) on
+#            0.0.0.0:${DASHBOARD_PORT:-8000}; no proxy headers: the app takes them from
+#            DASHBOARD_TRUSTED_PROXIES only
 #   worker   Celery worker (watchers and what-if jobs)
 #   beat     Celery beat with django_celery_beat's DatabaseScheduler (run exactly one)
 #   migrate  apply database migrations, then exit (one-shot, before web/worker/beat)
@@ -14,7 +15,8 @@ command="${1:-web}"
 [ "$#" -gt 0 ] && shift
 case "$command" in
   web)
-    exec daphne --bind 0.0.0.0 --port "${DASHBOARD_PORT:-8000}" console.asgi:application "$@"
+    exec python -m console.serve --host 0.0.0.0 --port "${DASHBOARD_PORT:-8000}" \
+      console.asgi:application "$@"
     ;;
   worker)
     # Threads: each kind's watcher holds a slot for minutes while it waits on the API server, so

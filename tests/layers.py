@@ -20,7 +20,7 @@ APPS = ("inventory", "claims", "console", "demo")
 LEVELS = {"library": 0, "base": 0, "inventory": 1, "claims": 2, "console": 3, "demo": 3}
 # Modules that must run without Django: the library, and the allocator CLI's entry point.
 DJANGO_FREE = ("dralib", "claims.allocator")
-FRAMEWORKS = ("django", "rest_framework", "channels", "celery", "kombu", "daphne", "whitenoise")
+FRAMEWORKS = ("django", "rest_framework", "channels", "celery", "kombu", "uvicorn", "whitenoise")
 FRAMEWORK_PREFIXES = ("django_", "drf_")
 # Inside the library the allocator is upstream's algorithm over v1-shaped objects and knows nothing
 # of Kubernetes transport; the kube side validates like the API server, which compiles CEL and

@@ -4,21 +4,30 @@ A job document is {id, status, progress, result, error, created}: queued, runnin
 progress, done with the answer (cut to settings.WHATIF_JOB_RESULT_MAX_BYTES, `trim`) or failed
 with the field at fault. Each update is announced on the live layer (`whatif` topic, the job id).
 `create_job` stores a queued job and hands it to the queue it is given (`claims.tasks`'s
-`run_what_if_job.delay`); the task calls `run_job`, which answers through the same
-`run_request` as the REST view and the what-if page.
+`queue_what_if_job`: a Celery worker, or without one this process's `LOCAL_JOBS`); either
+calls `run_job`, which answers through the same `run_request` as the REST view and the page.
+
+Without a worker (no Redis: Celery runs tasks inline) a job must not run inside the request that
+queued it, holding it for up to WHATIF_JOB_BUDGET_SECONDS: `LocalJobs` runs jobs on at most
+settings.WHATIF_JOB_THREADS threads, with at most LOCAL_BACKLOG more waiting (past that, the
+request is refused as too many jobs). 0 threads runs them inline (tests that read the outcome
+at once).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connections
 
 from claims.whatif.inputs import JSON, WhatIfError
 from claims.whatif.options import REQUEST_KEYS
@@ -29,6 +38,9 @@ from dashboard.live import publish_changes
 __all__ = [
     "JOB_CACHE_SECONDS",
     "JOB_SOFT_TIME_LIMIT",
+    "LOCAL_BACKLOG",
+    "LOCAL_JOBS",
+    "LocalJobs",
     "TooManyJobs",
     "create_job",
     "get_job",
@@ -44,8 +56,11 @@ JOB_CACHE_SECONDS = 3600
 JOB_SOFT_TIME_LIMIT = 300
 _JOB_PREFIX = "whatif:job:"
 _PROGRESS_INTERVAL = 0.5
+# Jobs waiting for one of this process's job threads, at most (without a Celery worker).
+LOCAL_BACKLOG = 16
 
-# queue(job_id, request): runs the job later (a Celery task's `delay`) or at once (eager).
+# queue(job_id, request): runs the job later (a worker, a job thread) or at once (inline); may
+# raise TooManyJobs.
 Queue = Callable[[str, JSON], object]
 
 
@@ -108,8 +123,14 @@ def create_job(request: Mapping[str, Any], *, queue: Queue, owner: str = "") -> 
     _store(job)
     if owner:
         cache.set(_owner_key(owner), [*alive, job["id"]], JOB_CACHE_SECONDS)
-    queue(job["id"], {key: request.get(key) for key in REQUEST_KEYS})
-    # Without a worker the job has run already: return what it came to.
+    try:
+        queue(job["id"], {key: request.get(key) for key in REQUEST_KEYS})
+    except TooManyJobs:
+        cache.delete(job_key(job["id"]))
+        if owner:
+            cache.set(_owner_key(owner), alive, JOB_CACHE_SECONDS)
+        raise
+    # A job run inline has run already: return what it came to.
     return get_job(job["id"]) or job
 
 
@@ -150,3 +171,53 @@ def run_job(job_id: str, request: Mapping[str, Any]) -> str:
         job["error"] = {"field": "", "detail": "internal error; see the worker log"}
     _store(job)
     return str(job["status"])
+
+
+class LocalJobs:
+    """What-if jobs run by threads of this process, for when no Celery worker takes them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._threads = 0
+        self._unfinished = 0
+
+    def submit(self, job_id: str, request: JSON) -> None:
+        """Start the job on a job thread, or queue it for the next free one; raises TooManyJobs
+        when LOCAL_BACKLOG jobs already wait. With 0 threads the job runs here and now."""
+        threads = int(settings.WHATIF_JOB_THREADS)
+        if threads == 0:
+            run_job(job_id, request)
+            return
+        with self._lock:
+            if self._unfinished >= threads + LOCAL_BACKLOG:
+                raise TooManyJobs(
+                    f"{self._unfinished} what-if jobs are running or waiting on this server; "
+                    "try again when some have finished"
+                )
+            if self._executor is None or self._threads != threads:
+                if self._executor is not None:
+                    self._executor.shutdown(wait=False)
+                self._executor = ThreadPoolExecutor(threads, thread_name_prefix="whatif-job")
+                self._threads = threads
+            self._unfinished += 1
+            self._executor.submit(self._run, job_id, request)
+
+    def _run(self, job_id: str, request: JSON) -> None:
+        try:
+            run_job(job_id, request)
+        except Exception:
+            log.exception("what-if job %s failed", job_id)
+        finally:
+            # A job thread outlives its job: it must not keep a connection open meanwhile.
+            connections.close_all()
+            with self._lock:
+                self._unfinished -= 1
+
+    def unfinished(self) -> int:
+        """Jobs submitted here that have not ended yet (running or waiting)."""
+        with self._lock:
+            return self._unfinished
+
+
+LOCAL_JOBS = LocalJobs()

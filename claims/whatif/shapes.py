@@ -3,8 +3,10 @@
 A shape is what one node of a type would bring: the Node's labels (and spec, if given) and the
 ResourceSlices its drivers would publish, pasted as they would appear in the cluster with the
 placeholder `{node}` wherever the node's name goes (`metadata.name`, `spec.nodeName`,
-`spec.pool.name`, label values). Slices may be in any served version; they are checked and
-normalized to v1 once, when the request is parsed, and stamped with a name per added node.
+`spec.pool.name`, label values). Slices may be in any served version; they are checked (with
+the API server's validation, `normalize(..., validate=True)`, as imported snapshots are: names,
+limits such as 64-character attribute values and 4 taints per device) and normalized to v1 once,
+when the request is parsed, and stamped with a name per added node.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def substitute(value: Any, old: str, new: str) -> Any:
 
 def _normalized(obj: JSON, *, kind: str, where: str) -> JSON:
     try:
-        checked = normalize(substitute(obj, PLACEHOLDER, _PROBE), kind=kind)
+        # Validated as the API server validates what is created, as imported snapshots are.
+        checked = normalize(substitute(obj, PLACEHOLDER, _PROBE), kind=kind, validate=True)
     except NormalizeError as exc:
         field = f".{exc.field}" if exc.field else ""
         raise WhatIfError(f"{where}{field}", exc.reason) from exc
@@ -72,7 +75,10 @@ def _slice(value: Any, *, where: str) -> JSON:
     obj.setdefault("kind", "ResourceSlice")
     if obj["kind"] != "ResourceSlice":
         raise WhatIfError(f"{where}.kind", f"expected ResourceSlice, got {obj['kind']!r}")
-    meta = dict(obj.get("metadata") or {})
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise WhatIfError(f"{where}.metadata", "expected a mapping (name, labels, ...)")
+    meta = dict(meta)
     name = str(meta.get("name") or "shape-slice")
     # Every added node needs slices of its own name.
     meta["name"] = name if PLACEHOLDER in name else f"{name}-{PLACEHOLDER}"

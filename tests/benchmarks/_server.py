@@ -1,6 +1,6 @@
-"""Helpers for benchmarks that time a real server process: a database it shares, daphne, the demo.
+"""Helpers for benchmarks that time a real server process: a shared database, the server, the demo.
 
-The benchmark process loads the database and changes it; the server (daphne, as `bin/run`
+The benchmark process loads the database and changes it; the server (`console.serve`, as `bin/run`
 starts it, without the sync) answers over loopback.
 """
 
@@ -60,7 +60,7 @@ def load_demo(nodes: int, *, seed: int = 1) -> dict[str, list[dict[str, Any]]]:
 
 
 def start_server(url: str, *, stderr: IO[bytes] | int = subprocess.DEVNULL) -> tuple[Any, str]:
-    """daphne on a free loopback port over the database at `url`: (process, base URL), ready."""
+    """The web server on a free loopback port over the database at `url`: (process, URL), ready."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
@@ -71,14 +71,7 @@ def start_server(url: str, *, stderr: IO[bytes] | int = subprocess.DEVNULL) -> t
         "DASHBOARD_DEBUG": "0",
     }
     server = subprocess.Popen(
-        [
-            str(ROOT / ".venv/bin/daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "console.asgi:application",
-        ],
+        [str(ROOT / ".venv/bin/python"), "-m", "console.serve", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -6,7 +6,7 @@ so): the server process and this one must share the channel layer, as the web pr
 Celery watchers do in production. The database is a SQLite file, or a fresh PostgreSQL
 database when DASHBOARD_DATABASE_URL names one.
 
-It loads the demo cluster, starts daphne on it as `bin/run` does (without the sync), and opens N
+It loads the demo cluster, starts the server on it as `bin/run` does (without the sync), and opens N
 pages' worth of live sockets: each signs in with its own session, connects to `/ws/live/` for
 the Claims page's topic (`claims`) with the page's Origin, and, like `static/dashboard/live.js`,
 re-fetches the page's table fragment over HTTP when an event arrives. Changes are written

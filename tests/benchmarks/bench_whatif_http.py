@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python tests/benchmarks/bench_whatif_http.py [--nodes 1000] [--runs 7]
 Loads the demo cluster into a fresh database (a SQLite file, or a fresh PostgreSQL database
-when DASHBOARD_DATABASE_URL names one), starts daphne on it as `bin/run` does (without the sync),
+when DASHBOARD_DATABASE_URL names one), starts the server on it as `bin/run` does (no sync),
 and times `POST /api/claims/what-if/` from this process over loopback:
 
 * cold: the first question a fresh server process answers (database read, CEL compiled);

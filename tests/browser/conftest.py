@@ -1,4 +1,4 @@
-"""A real server (daphne, websockets included) and a real headless Chromium for browser tests.
+"""A real server (console.serve, with websockets) and a real headless Chromium for browser tests.
 
 The server runs in a subprocess on a free port with its own SQLite database, filled with a demo
 cluster by `tests.browser.prepare`. Chromium is Debian's (`bin/system-deps` installs it);
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.console.hostile_server import server_command
 from tests.paths import ROOT, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -80,16 +81,9 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
     )
     objects = json.loads(prepared.stdout)
     port = free_port()
-    log = open(var_dir / "daphne.log", "wb")  # noqa: SIM115 - closed after the process ends
-    daphne = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "tests.browser.asgi_app:application",
-        ],
+    log = open(var_dir / "server.log", "wb")  # noqa: SIM115 - closed after the process ends
+    server = subprocess.Popen(
+        server_command(port, "tests.browser.asgi_app:application"),
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -103,15 +97,15 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
                 urllib.request.urlopen(f"{url}/accounts/login/", timeout=2)
                 break
             except OSError:
-                if time.monotonic() > deadline or daphne.poll() is not None:
+                if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError(
-                        f"daphne did not start: {(var_dir / 'daphne.log').read_text()}"
+                        f"the server did not start: {(var_dir / 'server.log').read_text()}"
                     ) from None
                 time.sleep(0.2)
         yield LiveServer(url, objects)
     finally:
-        daphne.terminate()
-        daphne.wait(timeout=10)
+        server.terminate()
+        server.wait(timeout=10)
         log.close()
 
 

@@ -1,8 +1,8 @@
-"""A daphne process serving a cluster where one what-if searches for minutes (test_shutdown).
+"""A real server process, e.g. over a cluster where one what-if searches for minutes.
 
 `python -m tests.console.hostile_server` (with DASHBOARD_VAR_DIR set) migrates a fresh SQLite
-database, loads `hostile_cluster` and prints an API token; `start_daphne` runs the server on it
-as `bin/run` does.
+database, loads `hostile_cluster` and prints an API token (test_shutdown); `start_server` runs
+the web server as `bin/run` does (`python -m console.serve`), on that database or on none.
 """
 
 from __future__ import annotations
@@ -67,19 +67,20 @@ def prepare(var_dir: Path) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def start_daphne(var_dir: Path, **settings: str) -> tuple[subprocess.Popen[bytes], int]:
-    """daphne on a free port over the prepared database, once it answers /healthz."""
+def server_command(port: int, app: str = "console.asgi:application") -> list[str]:
+    """The web server on 127.0.0.1:`port`, started as `bin/run` starts it."""
+    return [sys.executable, "-m", "console.serve", "--host", "127.0.0.1", "--port", str(port), app]
+
+
+def start_server(var_dir: Path, **settings: str) -> tuple[subprocess.Popen[bytes], int]:
+    """The web server on a free port over the prepared database, once it answers /healthz.
+
+    Its output goes to `var_dir/server-<port>.log`.
+    """
     port = free_port()
-    log = open(var_dir / f"daphne-{port}.log", "wb")  # noqa: SIM115 - the process owns it
+    log = open(var_dir / f"server-{port}.log", "wb")  # noqa: SIM115 - the process owns it
     server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "console.asgi:application",
-        ],
+        server_command(port),
         cwd=ROOT,
         env=server_env(var_dir, **settings),
         stdout=log,
@@ -97,7 +98,7 @@ def start_daphne(var_dir: Path, **settings: str) -> tuple[subprocess.Popen[bytes
             if time.monotonic() > deadline or server.poll() is not None:
                 server.kill()
                 raise RuntimeError(
-                    f"daphne did not start: {(var_dir / f'daphne-{port}.log').read_text()}"
+                    f"the server did not start: {(var_dir / f'server-{port}.log').read_text()}"
                 ) from None
             time.sleep(0.2)
 

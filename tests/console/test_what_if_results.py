@@ -41,18 +41,21 @@ def test_quota_is_said_per_copy(demo, viewer_client: Client) -> None:
     assert "=10000" not in quota_text and "requested" not in quota_text
 
 
-def test_a_result_link_re_runs_the_form(demo, viewer_client: Client) -> None:
-    """The result carries a link whose GET shows the same result."""
+def test_a_result_link_fills_the_form_in_again(demo, viewer_client: Client) -> None:
+    """The result carries a link whose GET fills the form in (running nothing); Run, a POST of
+    what it filled in, shows the same result."""
     posted = viewer_client.post(
         reverse("what-if"), {"yaml": claim(2), "count": "3", "namespace": "team-a"}
     )
     link = posted.context["share_url"]
     query = parse_qs(urlparse(link).query)
-    assert query["count"] == ["3"] and query["namespace"] == ["team-a"]
+    assert query["count"] == ["3"] and query["namespace"] == ["team-a"] and "run" not in query
     again = viewer_client.get(link)
     assert again.status_code == 200
     assert again.context["values"]["yaml"] == claim(2)
-    assert again.context["result"]["headroom"] == posted.context["result"]["headroom"]
+    assert again.context["result"] is None and again.context["shared"]
+    rerun = viewer_client.post(reverse("what-if"), again.context["values"])
+    assert rerun.context["result"]["headroom"] == posted.context["result"]["headroom"]
 
 
 def test_a_fitting_pending_claim_is_explained_in_words(demo, viewer_client: Client) -> None:

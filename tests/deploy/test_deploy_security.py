@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from console import serve
 from tests.deploy.test_compose import run_config
 from tests.deploy.test_manifests import DEPLOY, ROOT, of_kind, one, pod_specs
 
@@ -129,12 +130,13 @@ def test_service_account_tokens_only_where_the_api_is_watched() -> None:
     }
 
 
-def test_daphne_trusts_no_proxy_headers_itself() -> None:
-    """The image starts Daphne without --proxy-headers; TRUSTED_PROXIES is set in the ConfigMap."""
+def test_the_web_server_trusts_no_proxy_headers_itself() -> None:
+    """The image's server takes no proxy headers itself; TRUSTED_PROXIES is set in the ConfigMap."""
     lines = (DEPLOY / "entrypoint.sh").read_text().splitlines()
-    [daphne] = [line.strip() for line in lines if line.strip().startswith("exec daphne")]
-    assert daphne.startswith("exec daphne --bind 0.0.0.0")
-    assert "--proxy-headers" not in daphne
+    [web] = [line.strip() for line in lines if line.strip().startswith("exec python -m console")]
+    assert web.startswith("exec python -m console.serve --host 0.0.0.0")
+    assert "--proxy-headers" not in web
+    assert not serve.config("console.asgi:application", host="0.0.0.0", port=8000).proxy_headers
     assert one("ConfigMap", "dra-dashboard")["data"]["DASHBOARD_TRUSTED_PROXIES"]
 
 

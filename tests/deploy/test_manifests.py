@@ -75,8 +75,8 @@ def test_cluster_role_is_read_only_without_wildcards() -> None:
 
 
 def test_cluster_role_covers_every_synced_kind() -> None:
-    """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas and
-    namespaces, each with get, list and watch."""
+    """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas,
+    limitranges and namespaces, each with get, list and watch."""
     granted = {
         (group, resource)
         for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]
@@ -95,7 +95,7 @@ def test_cluster_role_covers_every_synced_kind() -> None:
         "resourceclassparameters",
     }
     want = {("resource.k8s.io", r) for r in resource_kinds}
-    want |= {("", r) for r in ("nodes", "pods", "resourcequotas", "namespaces")}
+    want |= {("", r) for r in ("nodes", "pods", "resourcequotas", "limitranges", "namespaces")}
     assert granted == want
     for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]:
         assert sorted(rule["verbs"]) == ["get", "list", "watch"]
@@ -198,7 +198,8 @@ def test_entrypoint_starts_each_process() -> None:
     script = DEPLOY / "entrypoint.sh"
     subprocess.run(["sh", "-n", str(script)], check=True)
     text = script.read_text()
-    assert "exec daphne --bind 0.0.0.0" in text and "console.asgi:application" in text
+    assert "exec python -m console.serve --host 0.0.0.0" in text
+    assert "console.asgi:application" in text
     assert "exec celery -A dashboard worker" in text
     assert "exec celery -A dashboard beat" in text
     assert "django_celery_beat.schedulers:DatabaseScheduler" in text

@@ -40,10 +40,12 @@ def fresh_caches() -> None:
 
 
 @pytest.fixture(autouse=True)
-def eager_tasks() -> Iterator[None]:
-    """Jobs run inline: the PostgreSQL + Redis test run has a broker but no worker."""
+def eager_tasks(settings) -> Iterator[None]:
+    """Jobs run inline: the PostgreSQL + Redis test run has a broker but no worker, and the
+    job threads that stand in for a worker then run none (tests/claims/whatif/test_local_jobs)."""
     from dashboard.celery import app
 
+    settings.WHATIF_JOB_THREADS = 0
     before = app.conf.task_always_eager
     app.conf.task_always_eager = True
     yield

@@ -52,11 +52,11 @@ def test_a_job_with_bad_input_is_refused_before_it_is_queued(small, api) -> None
 
 def test_a_user_may_have_only_a_few_unfinished_jobs(small, api, settings, monkeypatch) -> None:
     """Past WHATIF_JOBS_PER_USER queued or running jobs a user gets 429 until one finishes."""
-    import claims.tasks
+    import claims.api.whatif
 
     settings.WHATIF_JOBS_PER_USER = 2
     # Nothing runs the queued jobs: they stay unfinished.
-    monkeypatch.setattr(claims.tasks.run_what_if_job, "delay", lambda *args, **kwargs: None)
+    monkeypatch.setattr(claims.api.whatif, "queue_what_if_job", lambda *args, **kwargs: None)
     first = api.post(URL + "jobs/", {"yaml": claim_yaml()}, format="json")
     second = api.post(URL + "jobs/", {"yaml": claim_yaml()}, format="json")
     assert first.status_code == second.status_code == 202

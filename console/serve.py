@@ -1,0 +1,77 @@
+"""The web server: uvicorn serving the ASGI application, its options kept in one place.
+
+`python -m console.serve [--host H] [--port P] [APP]` is what `bin/run`, the image's `web`
+process and the tests that start a real server run. Why uvicorn, and why these options:
+
+- Request bodies stream. uvicorn hands the application each chunk as it arrives and stops
+  reading the socket while 64 KiB wait unread, so `dashboard.security.BodySizeLimit` refuses a
+  body over MAX_REQUEST_BYTES before anything buffers it: by its Content-Length without reading
+  a byte, or, chunked, at the cap. Its 413 says `Connection: close`, and uvicorn closes the
+  connection with the rest unread. (Daphne's Twisted received every body whole, into memory or
+  a temporary file, and parsed form bodies on its event-loop thread before the application ran.)
+- HTTP through h11 and the live socket through `websockets` (both pure Python or wheels,
+  pinned); websocket messages are capped at WS_MAX_BYTES (the live socket is one-way).
+- No proxy headers (`ProxyHeaders` takes them from DASHBOARD_TRUSTED_PROXIES only), no
+  lifespan (the application has none), no Server header; logging is Django's (LOGGING).
+- SIGTERM or SIGINT calls `dashboard.cancel.begin_shutdown()` before uvicorn's own handling, so
+  running searches stop at once and the wait for open requests is short; a client that holds
+  its connection open is cut after GRACEFUL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn.importer import import_from_string
+
+from dashboard.cancel import begin_shutdown
+
+DEFAULT_APP = "console.asgi:application"
+WS_MAX_BYTES = 64 * 1024
+GRACEFUL_SECONDS = 10
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, telling running searches to stop as soon as a signal asks it to exit."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        begin_shutdown()
+        super().handle_exit(sig, frame)
+
+
+def config(app: Any, *, host: str, port: int) -> uvicorn.Config:
+    """The server's configuration for `app` (an ASGI callable or "module:attribute")."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http="h11",
+        ws="websockets-sansio",
+        ws_max_size=WS_MAX_BYTES,
+        lifespan="off",
+        proxy_headers=False,
+        server_header=False,
+        log_config=None,
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m console.serve", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("DASHBOARD_PORT", "8000")))
+    parser.add_argument("app", nargs="?", default=DEFAULT_APP, help="module:attribute")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    # Import the application first: Django's logging is then in place for the server's lines,
+    # and a broken application fails before the port is taken.
+    application = import_from_string(args.app)
+    Server(config(application, host=args.host, port=args.port)).run()
+
+
+if __name__ == "__main__":
+    main()
