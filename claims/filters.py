@@ -15,6 +15,7 @@ from django.db.models.fields.json import KeyTransform
 from drf_spectacular.utils import extend_schema_field
 
 from claims.choices import ClaimState, DeviceState
+from claims.devices.availability import Grouping, annotate_units, unit_counts
 from claims.devices.states import annotate_device_state, blocked_device_ids, unhealthy_device_ids
 from claims.models import (
     AllocatedDevice,
@@ -30,6 +31,7 @@ from dashboard.filters import (
     json_list_contains,
     with_json_text,
 )
+from inventory.filters import NodeFilterSet, PoolFilterSet
 from inventory.models import Device, DeviceClass
 
 # A device attribute name: an optional DNS domain and a C identifier (resource.k8s.io/v1).
@@ -323,3 +325,61 @@ class DeviceFilterSet(django_filters.FilterSet):
 
 # `class` is a Python keyword: expose the parameter under its Kubernetes word.
 DeviceFilterSet.base_filters["class"] = DeviceFilterSet.base_filters.pop("device_class")
+
+
+class IntegerFilter(django_filters.NumberFilter):
+    field_class = forms.IntegerField
+
+
+class FreeUnitsFilterSet(django_filters.FilterSet):
+    """`class=<DeviceClass>` and `free_min=<n>` over rows that hold physical units (nodes,
+    pools): every row gets `units_total` and `units_free`, the units of that class it holds
+    (`claims.devices.availability`), so lists filter and sort by them in SQL. Without a class,
+    pools count every unit; nodes, which hold units of many kinds, need the class."""
+
+    device_class = DNSSubdomainFilter(method="filter_units_class", label="DeviceClass")
+    free_min = IntegerFilter(
+        field_name="units_free", lookup_expr="gte", min_value=0, label="At least this many free"
+    )
+    units_by: Grouping = "pool"
+    units_field = "pk"
+    needs_class = False
+
+    def filter_units_class(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        return qs  # the class chooses the units counted: applied in `filter_queryset`
+
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        device_class = self.form.cleaned_data.get("class") or ""
+        if device_class or not self.needs_class:
+            try:
+                counts = unit_counts(self.units_by, device_class=device_class)
+            except LookupError as exc:
+                raise forms.ValidationError({"class": forms.ValidationError(str(exc))}) from exc
+            queryset = annotate_units(queryset, counts, field=self.units_field)
+        elif self.form.cleaned_data.get("free_min") is not None:
+            raise forms.ValidationError(
+                {"free_min": forms.ValidationError("free units of which class? add class=")}
+            )
+        return super().filter_queryset(queryset)
+
+
+class NodeUnitsFilterSet(NodeFilterSet, FreeUnitsFilterSet):
+    """Nodes, and the free units of a DeviceClass local to each (`?class=gpu-h100&free_min=8`)."""
+
+    units_by: Grouping = "node"
+    units_field = "name"
+    needs_class = True
+
+    class Meta(NodeFilterSet.Meta):
+        fields = [*NodeFilterSet.Meta.fields, "free_min"]
+
+
+class PoolUnitsFilterSet(PoolFilterSet, FreeUnitsFilterSet):
+    """Pools, and their free units: of a DeviceClass, or every unit without one."""
+
+    class Meta(PoolFilterSet.Meta):
+        fields = [*PoolFilterSet.Meta.fields, "free_min"]
+
+
+_rename_class(NodeUnitsFilterSet)
+_rename_class(PoolUnitsFilterSet)

@@ -3,9 +3,9 @@
 A custom Collector computes every gauge from the database when scraped (grouped queries, no loop
 over rows in Python except quantity sums for counters and consumable capacity, which SQL cannot do
 exactly), so any number of web processes give the same answer and a scrape through the Service is
-as good as one per pod. Devices per DeviceClass are the overview's counts: CEL runs only when
-slices or classes change, never per scrape. The one in-process measurement, what-if latency, is
-exported from `dashboard.timings`.
+as good as one per pod. Devices and physical units per DeviceClass are the overview's counts: CEL
+runs only when slices or classes change, never per scrape. The one in-process measurement,
+what-if latency, is exported from `dashboard.timings`.
 
 The alerts in `deploy/prometheus/rules.yaml` and the Grafana dashboard in `deploy/grafana/` use
 these names; `tests/deploy/test_alerts.py` fails when one of theirs is not exported here.
@@ -46,7 +46,14 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from claims.choices import ClaimState
-from claims.devices.classes import class_utilisation
+from claims.devices.availability import class_availability
+from claims.devices.classes import (
+    ClassMembership,
+    Holds,
+    class_membership,
+    class_utilisation,
+    held_and_tainted,
+)
 from claims.devices.counts import pool_device_counts
 from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
 from claims.leaks import KINDS as LEAK_KINDS
@@ -111,7 +118,7 @@ def device_metrics() -> list[Metric]:
 CLASS_STATES = ("total", "allocated", "free", "tainted")
 
 
-def class_metrics() -> list[Metric]:
+def class_metrics(membership: ClassMembership, holds: Holds) -> list[Metric]:
     """Devices per DeviceClass by state, and pending claims that ask for each class.
 
     Devices are the overview's class counts (claims.devices.classes.class_utilisation): exact
@@ -125,7 +132,7 @@ def class_metrics() -> list[Metric]:
         "selectors do not compile are left out.",
         ("device_class", "state"),
     )
-    classes = class_utilisation()["classes"]
+    classes = class_utilisation(membership=membership, holds=holds)["classes"]
     for entry in classes:
         counts = entry["devices"]
         if counts is None:
@@ -154,6 +161,44 @@ def class_metrics() -> list[Metric]:
     for name in sorted(pending):
         pending_family.add_metric([name], pending[name])
     return [by_class, pending_family]
+
+
+def availability_metrics(membership: ClassMembership, holds: Holds) -> list[Metric]:
+    """Physical units and partitions per DeviceClass: the numbers of GET
+    /api/inventory/availability/ (claims.devices.availability), one definition of free."""
+    units = _gauge(
+        "class_units",
+        "Physical units per DeviceClass: a device, or the counter set partitions share (one "
+        "GPU, however it is partitioned). state is total, or free (a new claim of the class "
+        "could get it now: nothing on it allocated, not tainted, not blocked by counters). "
+        "Classes whose selectors do not compile are left out.",
+        ("device_class", "state"),
+    )
+    partitions = _gauge(
+        "class_partitions",
+        "Partitions (devices that take part of a counter set) per DeviceClass and profile; "
+        "state is total or free. Never part of class_units.",
+        ("device_class", "profile", "state"),
+    )
+    for entry in class_availability(membership=membership, holds=holds):
+        counts = entry["physical"]
+        if counts is None:
+            continue
+        for state in ("total", "free"):
+            units.add_metric([entry["deviceClass"], state], counts[state])
+        for partition in entry["partitions"]:
+            for state in ("total", "free"):
+                partitions.add_metric(
+                    [entry["deviceClass"], partition["profile"], state], partition[state]
+                )
+    return [units, partitions]
+
+
+def class_families() -> list[Metric]:
+    """Device counts and physical units per class, from one read of membership and holds."""
+    membership = class_membership()
+    holds = held_and_tainted(membership)
+    return [*class_metrics(membership, holds), *availability_metrics(membership, holds)]
 
 
 def pool_status_metrics() -> list[Metric]:
@@ -457,7 +502,7 @@ class DashboardCollector(Collector):
                     cursor.execute("SET LOCAL jit = off")
             families = [
                 *device_metrics(),
-                *class_metrics(),
+                *class_families(),
                 *pool_status_metrics(),
                 *counter_metrics(),
                 *capacity_metrics(),

@@ -1,5 +1,6 @@
-"""What the overview page shows: device counts per driver and class, the utilisation chart,
-incomplete pools and pending claims. Plain functions of the database; the view only renders.
+"""What the overview page shows: device counts per driver and class, free physical units per
+class, the utilisation chart, incomplete pools and pending claims. Plain functions of the
+database; the view only renders.
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ from django.db.models import Count, Q, Window
 from django.utils import timezone
 
 from claims.choices import ClaimState
-from claims.devices.classes import class_utilisation
+from claims.devices.availability import class_availability
+from claims.devices.classes import (
+    ClassMembership,
+    Holds,
+    class_membership,
+    class_utilisation,
+    held_and_tainted,
+)
 from claims.devices.counts import COUNT_KEYS, available_count, driver_utilisation
 from claims.devices.pages import bar_segments, percent
 from claims.models import ResourceClaim, UtilisationSample
@@ -90,7 +98,11 @@ def overview_context() -> dict[str, Any]:
     totals["available"] = available_count(totals)
     totals["unavailable"] = totals["tainted"] + totals["blocked"]
     nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
-    classes = class_counts()
+    # One read of the class membership and the holds for both the device and the unit counts.
+    membership = class_membership()
+    holds = held_and_tainted(membership)
+    classes = class_counts(membership=membership, holds=holds)
+    availability = availability_rows(membership=membership, holds=holds)
     # The first ten rows and the count of all in one query: a window count runs before LIMIT.
     everything = Window(Count("pk"))
     incomplete = list(
@@ -108,6 +120,7 @@ def overview_context() -> dict[str, Any]:
         "totals": totals,
         "drivers": rows,
         "classes": classes,
+        "availability": availability,
         "nodes": nodes,
         "utilisation": percent(totals["allocated"], totals["total"]),
         "incomplete_pools": incomplete,
@@ -123,18 +136,34 @@ def _window_total(rows: list[Any]) -> int:
     return int(rows[0].matching) if rows else 0
 
 
-def class_counts() -> dict[str, Any]:
+def class_counts(
+    *, membership: ClassMembership | None = None, holds: Holds | None = None
+) -> dict[str, Any]:
     """What `claims.devices.classes.class_utilisation` reports, with each class's stacked bar.
 
     Membership is exact (every CEL selector of the class, as the scheduler evaluates them) and
     cached in process memory until slices or classes change; the holds are counted each time.
     """
 
-    report = class_utilisation()
+    report = class_utilisation(membership=membership, holds=holds)
     for entry in report["classes"]:
         found = entry["devices"]
         entry["segments"] = _segments(found) if found is not None else []
     return report
+
+
+def availability_rows(
+    *, membership: ClassMembership | None = None, holds: Holds | None = None
+) -> list[dict[str, Any]]:
+    """`claims.devices.availability.class_availability` (free physical units and partitions per
+    class, the API's and the metrics' numbers), each with the share of its units in use."""
+    rows = class_availability(membership=membership, holds=holds)
+    for row in rows:
+        units = row["physical"]
+        row["used_percent"] = (
+            percent(units["total"] - units["free"], units["total"]) if units else 0
+        )
+    return rows
 
 
 def _segments(counts: dict[str, int]) -> list[tuple[str, float]]:

@@ -154,7 +154,20 @@ class ResourceClaimTemplateDetailSerializer(ResourceClaimTemplateSerializer):
 class PodSerializer(serializers.ModelSerializer):
     class Meta:
         model = Pod
-        fields = [*NAMESPACED_FIELDS, "phase", "node_name", "resource_claims", "claim_statuses"]
+        fields = [
+            *NAMESPACED_FIELDS,
+            "phase",
+            "node_name",
+            "uses_claims",
+            "priority",
+            "cpu_request",
+            "memory_request",
+            "storage_request",
+            "other_requests",
+            "host_ports",
+            "resource_claims",
+            "claim_statuses",
+        ]
 
 
 class PodDetailSerializer(PodSerializer):
@@ -360,3 +373,77 @@ class ClassUtilisationEntrySerializer(serializers.Serializer):
 class ClassUtilisationSerializer(serializers.Serializer):
     method = serializers.CharField(help_text="How devices were attributed to classes.")
     classes = ClassUtilisationEntrySerializer(many=True)
+
+
+class AvailabilityQuerySerializer(serializers.Serializer):
+    """The filters of `GET /api/inventory/availability/`; each narrows which units count."""
+
+    node = serializers.CharField(
+        required=False, default="", max_length=253, help_text="Units local to this node."
+    )
+    pool = serializers.RegexField(
+        r"^[^/]+/.+$",
+        required=False,
+        default="",
+        max_length=507,
+        help_text="Units of one pool, as driver/pool.",
+        error_messages={"invalid": "expected driver/pool (e.g. gpu.example.com/node-0001)"},
+    )
+    driver = serializers.CharField(
+        required=False, default="", max_length=253, help_text="Units of this driver's pools."
+    )
+    device_class = serializers.CharField(
+        required=False, default="", max_length=253, help_text="Only this DeviceClass."
+    )
+
+    def get_fields(self) -> dict[str, Any]:
+        # `class` is a Python keyword: the parameter keeps its Kubernetes word.
+        fields = super().get_fields()
+        fields["class"] = fields.pop("device_class")
+        return fields
+
+
+class UnitCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    free = serializers.IntegerField(help_text="A new claim could get it now.")
+
+
+class PartitionCountsSerializer(serializers.Serializer):
+    profile = serializers.CharField(
+        help_text="The slice's partitionTypeAttribute value, else the `profile` attribute, "
+        "else what the partition takes from its counter set (`memory=10Gi ...`)."
+    )
+    total = serializers.IntegerField(help_text="Partitions of this profile the class selects.")
+    free = serializers.IntegerField(help_text="Of those, not held, not tainted, not blocked.")
+    parents = serializers.IntegerField(help_text="Units (counter sets) these partitions are on.")
+    parentsWithFree = serializers.IntegerField(  # noqa: N815 (the API's camelCase)
+        help_text="Units with at least one free partition of this profile."
+    )
+
+
+class ClassAvailabilitySerializer(serializers.Serializer):
+    """Availability of one DeviceClass in physical units (see `claims.devices.availability`)."""
+
+    deviceClass = serializers.CharField()  # noqa: N815 (the API's camelCase)
+    physical = UnitCountsSerializer(
+        allow_null=True,
+        help_text="Physical units the class selects: devices, and counter sets whose "
+        "partitions it selects (null when a selector does not compile).",
+    )
+    devices = UnitCountsSerializer(
+        allow_null=True, help_text="Devices the class selects, partitions and whole devices."
+    )
+    partitions = PartitionCountsSerializer(
+        many=True, help_text="Partitions the class selects, per profile; never in `physical`."
+    )
+    celErrors = serializers.IntegerField(  # noqa: N815 (the API's camelCase)
+        help_text="Devices on which a selector raised a CEL runtime error (counted as no match)."
+    )
+    error = serializers.CharField(
+        allow_null=True, help_text="The compile error, or the first runtime error."
+    )
+
+
+class AvailabilitySerializer(serializers.Serializer):
+    definition = serializers.CharField(help_text="What a physical unit is and when it is free.")
+    results = ClassAvailabilitySerializer(many=True)

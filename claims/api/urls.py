@@ -30,6 +30,7 @@ inventory_urlpatterns: list[URLPattern | URLResolver] = [
     path("utilisation/pools/", views.PoolUtilisationView.as_view(), name="utilisation-pools"),
     path("utilisation/classes/", views.ClassUtilisationView.as_view(), name="utilisation-classes"),
     path("pool-status/", reports.PoolStatusView.as_view(), name="pool-status"),
+    path("availability/", views.AvailabilityView.as_view(), name="availability"),
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [

@@ -15,12 +15,14 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from claims import filters
 from claims.api import serializers
+from claims.devices.availability import DEFINITION, AvailabilityScope, class_availability
 from claims.devices.classes import class_utilisation
 from claims.devices.counts import pool_utilisation
 from claims.devices.states import annotate_device_state
@@ -68,7 +70,8 @@ class ResourceClaimTemplateViewSet(ReadOnlyViewSet):
 
 
 class PodViewSet(ReadOnlyViewSet):
-    """Pods that use ResourceClaims (other pods are not stored)."""
+    """Every pod: its projection (node, phase, requests, host ports); claim columns and the
+    object (`obj`, detail) only for pods that use ResourceClaims."""
 
     queryset = Pod.objects.all()
     serializer_class = serializers.PodSerializer
@@ -195,3 +198,25 @@ class ClassUtilisationView(APIView):
         # claims builds on inventory: its class membership is imported when asked for.
 
         return Response(_ExactClassUtilisationSerializer(class_utilisation()).data)
+
+
+class AvailabilityView(APIView):
+    """Availability per DeviceClass in physical units: a device, or the counter set that
+    partitions share; free when a new claim could get it now. Partitions are counted per
+    profile, apart. Filters narrow the units counted: `node` (local to it), `pool`
+    (driver/pool), `driver`, `class`."""
+
+    @extend_schema(
+        parameters=[serializers.AvailabilityQuerySerializer],
+        responses=serializers.AvailabilitySerializer,
+    )
+    def get(self, request: Request) -> Response:
+        query = serializers.AvailabilityQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        scope = AvailabilityScope(node=data["node"], driver=data["driver"], pool=data["pool"])
+        entries = class_availability(scope, device_class=data["class"])
+        if data["class"] and not entries:
+            raise ValidationError({"class": [f"DeviceClass {data['class']!r} does not exist"]})
+        body = {"definition": DEFINITION, "results": entries}
+        return Response(serializers.AvailabilitySerializer(body).data)

@@ -33,9 +33,11 @@ from inventory.models import Device, DeviceClass, ResourceSlice
 __all__ = [
     "CLASS_METHOD",
     "ClassMembership",
+    "Holds",
     "class_membership",
     "class_utilisation",
     "forget_membership",
+    "held_and_tainted",
 ]
 
 CLASS_METHOD = (
@@ -46,6 +48,8 @@ CLASS_METHOD = (
 
 DeviceKey = tuple[str, str, str]
 Fingerprint = tuple[Any, ...]
+# Device pks held (non admin-access), held by admin-access allocations only, and tainted.
+Holds = tuple[set[int], set[int], set[int]]
 
 
 @dataclass(frozen=True)
@@ -221,8 +225,9 @@ def _taint_rules_match() -> Q:
     return Q(Exists(rule_taints()))
 
 
-def _held_and_tainted(membership: ClassMembership) -> tuple[set[int], set[int], set[int]]:
-    """Device pks held (non admin-access), held by admin-access allocations only, and tainted."""
+def held_and_tainted(membership: ClassMembership) -> Holds:
+    """Device pks held (non admin-access), held by admin-access allocations only, and tainted,
+    in one query: read once, they serve both the device counts and the units of a page."""
     held: set[int] = set()
     admin: set[int] = set()
     tainted: set[int] = set()
@@ -250,17 +255,20 @@ def _held_and_tainted(membership: ClassMembership) -> tuple[set[int], set[int], 
     return held, admin, tainted
 
 
-def class_utilisation() -> dict[str, Any]:
+def class_utilisation(
+    *, membership: ClassMembership | None = None, holds: Holds | None = None
+) -> dict[str, Any]:
     """Per DeviceClass: exact device counts and CEL errors (the `/utilisation/classes/` report).
 
     Each entry: name; driver (set when the class's only selector is `device.driver == "x"`, for
     old readers); approximate (always false now); method ("cel"); devices (total, allocated,
     shared, admin, tainted, free with the meanings of `claims.devices.counts.pool_device_counts`;
     null when a selector does not compile); cel_errors (devices whose evaluation raised); error
-    (the compile error, or the first runtime error, else null).
+    (the compile error, or the first runtime error, else null). A caller that also counts
+    physical units passes the `membership` and `holds` it read for them.
     """
-    membership = class_membership()
-    held, admin, tainted = _held_and_tainted(membership)
+    membership = membership or class_membership()
+    held, admin, tainted = holds or held_and_tainted(membership)
     shared = held & membership.multiple
     entries = []
     for name in sorted(membership.drivers):

@@ -19,6 +19,12 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from claims.choices import DeviceState
+from claims.devices.availability import (
+    AvailabilityScope,
+    class_availability,
+    class_unit_counts,
+    device_availability,
+)
 from claims.devices.classes import class_membership, class_utilisation
 from claims.devices.counts import pool_utilisation
 from claims.devices.pages import (
@@ -36,7 +42,7 @@ from claims.devices.pages import (
 )
 from claims.devices.states import HELD_STATES, annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usage
-from claims.filters import DeviceFilterSet
+from claims.filters import DeviceFilterSet, NodeUnitsFilterSet, PoolUnitsFilterSet
 from claims.models import AllocatedDevice, Pod, ResourceClaim
 from claims.views.missing import moved_to, not_found
 from dashboard.views import (
@@ -54,8 +60,6 @@ from dralib.allocator.pools import NodeInfo, NodeSelector
 from inventory.filters import (
     DeviceClassFilterSet,
     DeviceTaintRuleFilterSet,
-    NodeFilterSet,
-    PoolFilterSet,
     ResourceClassFilterSet,
 )
 from inventory.models import (
@@ -110,7 +114,7 @@ def order_devices(
 def pool_list(request: HttpRequest) -> HttpResponse:
     return list_page(
         request,
-        filterset=PoolFilterSet,
+        filterset=PoolUnitsFilterSet,
         queryset=pool_utilisation(Pool.objects.all()),
         template="claims/pool_list.html",
         fragment="claims/_pool_table.html",
@@ -122,9 +126,12 @@ def pool_list(request: HttpRequest) -> HttpResponse:
             "node": "node_name",
             "devices": "devices_total",
             "allocated": "devices_allocated",
-            "free": "devices_free",
+            "free": "units_free",
         },
-        context={"drivers": distinct_values(Pool, "driver")},
+        context={
+            "drivers": distinct_values(Pool, "driver"),
+            "classes": distinct_values(DeviceClass, "name"),
+        },
     )
 
 
@@ -157,7 +164,7 @@ def pool_detail(request: HttpRequest, driver: str, pool: str) -> HttpResponse:
         template="claims/pool_detail.html",
         context=context,
         fragments={"body": "claims/_pool_body.html"},
-        live=[f"pool:{found.pk}"],
+        live=[f"pool:{found.driver}/{found.name}"],
     )
 
 
@@ -186,6 +193,9 @@ def device_list(request: HttpRequest) -> HttpResponse:
         "drivers": distinct_values(Device, "driver"),
         "states": DeviceState.choices,
     }
+    if not errors and any(params.values()):
+        # What the filtered devices amount to in physical units (a MIG GPU counts once).
+        context["units"] = device_availability(devices.order_by().values_list("pk", flat=True))
     return render_page(
         request,
         template="claims/device_list.html",
@@ -250,7 +260,7 @@ def device_detail(request: HttpRequest, driver: str, pool: str, name: str) -> Ht
         template="claims/device_detail.html",
         context=context,
         fragments={"body": "claims/_device_body.html"},
-        live=[f"pool:{device.pool_id}"],
+        live=[f"pool:{device.driver}/{device.pool_name}"],
     )
 
 
@@ -338,15 +348,27 @@ def resource_class_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _order_nodes(
+    request: HttpRequest, nodes: QuerySet[Node], params: dict[str, str]
+) -> tuple[QuerySet[Node], list[str]]:
+    """`?ordering=` over the node list's columns; free units only once a class says of what."""
+    columns = {"name": "name", "age": "created_at"}
+    if params.get("class"):
+        columns["free"] = "units_free"
+    elif request.GET.get("ordering", "").strip().removeprefix("-") == "free":
+        return nodes.none(), ["ordering: free units of which class? add class=<DeviceClass>"]
+    return apply_ordering(request, nodes, columns)
+
+
 @read_access
 def node_list(request: HttpRequest) -> HttpResponse:
     nodes, params, errors = apply_filters(
         request,
-        NodeFilterSet,
+        NodeUnitsFilterSet,
         Node.objects.only("pk", "name", "ready", "unschedulable", "labels", "created_at"),
     )
     if not errors:
-        nodes, errors = apply_ordering(request, nodes, {"name": "name", "age": "created_at"})
+        nodes, errors = _order_nodes(request, nodes, params)
     params["label"] = request.GET.get("label", "").strip()
     if params["label"]:
         key, _, value = params["label"].partition("=")
@@ -363,11 +385,18 @@ def node_list(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("pk"))
         .values_list("node_name", "n")
     )
+    units = class_unit_counts("node", keys=[node.name for node in page.object_list])
+    for node in page.object_list:
+        node.class_units = [
+            (name, found[node.name]) for name, found in units.items() if node.name in found
+        ]
     rows = [(node, counts[node.name], claims_on.get(node.name, 0)) for node in page.object_list]
+    context = {"page_obj": page, "rows": rows, "params": params, "errors": errors}
+    context["classes"] = sorted(units)
     return render_page(
         request,
         template="claims/node_list.html",
-        context={"page_obj": page, "rows": rows, "params": params, "errors": errors},
+        context=context,
         fragments={"table": "claims/_node_table.html"},
         live=["nodes", "devices", "claims"],
     )
@@ -398,6 +427,11 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "node": node,
         "counts": counts,
+        "availability": [
+            entry
+            for entry in class_availability(AvailabilityScope(node=name))
+            if entry["physical"] and entry["physical"]["total"]
+        ],
         "local_pools": list(local_pools),
         "shared_pools": shared_pools,
         "claims": list(ResourceClaim.objects.filter(node_name=name)[:200]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from claims.whatif.inputs import JSON, InputClaim
+from claims.whatif.nodefit import NodeLedger, PodDemand
 from claims.whatif.simulation import NodeVerdict, Simulation
 from dralib.allocator.nodeselection import NodeSelector
 
@@ -29,11 +30,15 @@ def place_copies(
     inputs: Sequence[InputClaim],
     count: int,
     progress: Progress | None,
+    ledger: NodeLedger | None = None,
+    demand: PodDemand | None = None,
 ) -> JSON:
     """Place up to `count` copies first-fit in node order, each seeing the ones before.
 
     Allocation only ever takes devices away, so a node found full stays full: the scan never
-    goes back, and the total work is about one allocation per copy plus one per node.
+    goes back, and the total work is about one allocation per copy plus one per node. With a
+    `ledger`, each copy also takes the pod's `demand` of its node (cpu, memory, pods, ports):
+    a node whose room runs out is full too.
     """
     placed_on: dict[str, int] = {}
     placed = 0
@@ -48,6 +53,11 @@ def place_copies(
             stopped = "no schedulable node has room for another copy"
             break
         node = nodes[index]
+        if placed and ledger is not None and demand is not None and ledger.check(node, demand)[0]:
+            verdicts[index].fits = False
+            verdicts[index].results = None
+            index += 1
+            continue
         if placed == 0:
             results = verdicts[index].results or []
         else:
@@ -76,6 +86,8 @@ def place_copies(
         placed += 1
         name = str((node.get("metadata") or {}).get("name"))
         placed_on[name] = placed_on.get(name, 0) + 1
+        if ledger is not None and demand is not None:
+            ledger.place(name, demand)
         if progress is not None and placed % 100 == 0:
             progress(placed, count, "copies")
     if placed >= count:
@@ -97,17 +109,21 @@ def stranded_devices(
     verdicts: Sequence[NodeVerdict],
     headroom: JSON,
     claims: Sequence[JSON],
+    room: Callable[[JSON], bool] | None = None,
 ) -> JSON:
-    """Free devices of the claims' classes on nodes where no further copy fits.
+    """Free devices of the claims' classes on nodes where no further copy fits, and the free
+    physical units among them (a partitioned GPU counts once; see claims.devices.availability).
 
-    The nodes that received copies are asked again; other nodes keep their verdict.
+    The nodes that received copies are asked again (`room`: whether the node still has room for
+    another copy's cpu, memory and ports); other nodes keep their verdict.
     """
     last_index = int(headroom["_lastIndex"])
     if not claims:
-        return {"total": 0, "byNode": {}}
+        return {"total": 0, "units": 0, "byNode": {}}
     expressions = sim.class_expressions(claims)
     placed_nodes = {p["node"] for p in headroom["placements"]}
     seen: set[str] = set()
+    units: set[str] = set()
     by_node: dict[str, list[str]] = {}
     total = 0
     for index, (node, verdict) in enumerate(zip(nodes, verdicts, strict=True)):
@@ -118,13 +134,15 @@ def stranded_devices(
             again = sim.verdict(
                 node, claims, schedulable=True, pins=[], inputs=[], with_reasons=False
             )
-            fits = again.fits
+            fits = again.fits and (room is None or room(node))
         if fits:
             continue
-        free = [d for d in sim.free_devices(node, claims, expressions) if d not in seen]
+        devices, free_units = sim.free_units(node, claims, expressions)
+        free = [d for d in devices if d not in seen]
         seen.update(free)
+        units.update(free_units)
         if free:
             total += len(free)
             if len(by_node) < MAX_STRANDED_LISTED:
                 by_node[verdict.node] = free
-    return {"total": total, "byNode": by_node}
+    return {"total": total, "units": len(units), "byNode": by_node}

@@ -81,6 +81,7 @@ def _count_yaml(client, url: str) -> int:
 URLS = [e.url for e in ALL_ENDPOINTS] + [
     "/api/inventory/utilisation/pools/",
     "/api/inventory/utilisation/classes/",
+    "/api/inventory/availability/",
     "/api/inventory/devices/?attribute=model=h100&state=tainted",
     "/api/claims/resource-claims/?class=class-1&driver=gpu1.example.com",
 ]

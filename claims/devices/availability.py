@@ -1,0 +1,627 @@
+"""Availability in physical units per DeviceClass: the one definition that the overview, the node,
+pool and device list pages, `GET /api/inventory/availability/`, `/metrics` and what-if's stranded
+summary share.
+
+- **Physical unit**: a device that consumes no counters; or, for partitions (devices with
+  `consumesCounters`: MIG slices, and the whole-GPU device of a partitionable GPU), the counter
+  set they draw on, one per pool (driver/pool/counterSet). Counter sets of one pool that a single
+  device draws on together are one unit. A counter set that no device draws on offers nothing
+  and is no unit.
+- **Free**: a new claim could get the unit now: no device on it is allocated (admin-access use
+  takes nothing), and a device on it is neither tainted (NoSchedule or NoExecute, its own taints
+  or a DeviceTaintRule) nor blocked (the counters its pool has left cannot cover it). A device is
+  free on the same terms, one device at a time.
+- **Membership**: a device unit belongs to a DeviceClass when the class's selectors match the
+  device (`classes.class_membership`); a counter-set unit when they match any device on it, and
+  it is free for the class when such a device is free. So the whole-GPU device of a MIG GPU
+  puts the GPU in `gpu-h100` and its slices put it in `mig-1g.10gb`: one GPU, counted once per
+  class.
+- **Partitions**: devices that draw on part of their counter set (a device that takes every
+  counter of its set(s) in full is the whole device, the unit itself). They are counted per
+  profile under their parent unit, never added to whole devices. The profile is the string
+  attribute the slice names in `partitionTypeAttribute` (KEP-5677), else the well-known
+  `profile` attribute (NVIDIA's MIG devices carry it), else what the device takes from its
+  counter set (`memory=10Gi multiprocessors=16`): devices that consume alike are one profile.
+
+Which devices make up which unit, their partition profiles and the pools' counters change only
+with ResourceSlices, so they are kept in process memory beside the class membership, under its
+fingerprint. What holds or taints devices is read on every call with the one union query of
+`classes`; blocked devices follow from the held ones with quantity arithmetic over the cached
+counters, once per pool and distinct `consumesCounters` spelling. Nothing here runs CEL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from django.db.models import (
+    Case,
+    F,
+    Func,
+    IntegerField,
+    JSONField,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast
+
+from claims.devices.classes import ClassMembership, Holds, class_membership, held_and_tainted
+from claims.devices.poolstatus import _attribute_value
+from claims.devices.states import _consumption, _exceeds, _pool_counters
+from inventory.models import Device
+
+__all__ = [
+    "DEFINITION",
+    "AvailabilityScope",
+    "UnitIndex",
+    "annotate_units",
+    "class_availability",
+    "class_unit_counts",
+    "consumed_sets",
+    "counter_set_units",
+    "device_availability",
+    "forget_units",
+    "unit_counts",
+    "unit_index",
+]
+
+DEFINITION = (
+    "A physical unit is a device, or for partitions (devices that consume shared counters) the "
+    "counter set they share, per pool. It is free when a new claim could get it now: nothing on "
+    "it allocated, and a device on it that the class selects neither tainted (NoSchedule or "
+    "NoExecute) nor blocked by exhausted counters. Partitions are counted per profile under "
+    "their parent unit, never added to whole devices."
+)
+PROFILE_ATTRIBUTE = "profile"
+Counters = dict[tuple[str, str], Fraction]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One physical unit: its pool, the node its devices are local to ("" for network pools),
+    its name (the device's, or the counter set's; `a+b` for sets drawn on together) and the pks
+    of the devices on it."""
+
+    driver: str
+    pool: str
+    pool_id: int
+    node: str
+    name: str
+    counter_set: bool
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class UnitIndex:
+    """The physical units of the current devices, and what each class and scope holds of them.
+
+    `unit_of`: device pk -> unit id (an index into `units`); `profiles`: partition pk -> its
+    profile; `spellings`: consumer pk -> (pool id, consumesCounters as JSON text); `counters`:
+    pool id -> every counter of its current counter sets; `never_fits`: consumers that need more
+    than their pool has at all; `class_units`: class -> unit ids it selects (the classes whose
+    selectors compile); `class_partitions`: class -> profile -> partition pks it selects.
+    """
+
+    fingerprint: tuple[Any, ...]
+    units: tuple[Unit, ...]
+    unit_of: Mapping[int, int]
+    profiles: Mapping[int, str]
+    spellings: Mapping[int, tuple[int, str]]
+    counters: Mapping[int, Counters]
+    consumers: Mapping[int, Mapping[str, tuple[int, ...]]]
+    never_fits: frozenset[int]
+    class_units: Mapping[str, frozenset[int]]
+    class_partitions: Mapping[str, Mapping[str, frozenset[int]]]
+    by_node: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    by_pool: Mapping[tuple[str, str], frozenset[int]] = field(default_factory=dict)
+    by_driver: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    by_pool_id: Mapping[int, frozenset[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AvailabilityScope:
+    """Which units to count: those local to `node`, of pool `pool` (`driver/pool`), of `driver`.
+
+    An empty field does not narrow; given fields must all hold. Network pools (all nodes, node
+    selectors) have no node, so a node scope counts only what is local to the node.
+    """
+
+    node: str = ""
+    driver: str = ""
+    pool: str = ""
+
+    def unit_ids(self, index: UnitIndex) -> frozenset[int] | None:
+        """The unit ids in scope, or None for every unit."""
+        chosen: list[frozenset[int]] = []
+        if self.node:
+            chosen.append(index.by_node.get(self.node, frozenset()))
+        if self.pool:
+            driver, _, pool = self.pool.partition("/")  # driver names have no slash
+            chosen.append(index.by_pool.get((driver, pool), frozenset()))
+        if self.driver:
+            chosen.append(index.by_driver.get(self.driver, frozenset()))
+        if not chosen:
+            return None
+        return frozenset.intersection(*chosen)
+
+
+_lock = threading.Lock()
+_cached: UnitIndex | None = None
+
+
+def forget_units() -> None:
+    """Drop the cached units (tests; the fingerprint normally makes this unnecessary)."""
+    global _cached
+    with _lock:
+        _cached = None
+
+
+def unit_index(membership: ClassMembership | None = None) -> UnitIndex:
+    """The units of the current devices, rebuilt only when the class membership's fingerprint
+    (ResourceSlices and DeviceClasses) moves."""
+    global _cached
+    membership = membership or class_membership()
+    cached = _cached
+    if cached is not None and cached.fingerprint == membership.fingerprint:
+        return cached
+    with _lock:
+        if _cached is not None and _cached.fingerprint == membership.fingerprint:
+            return _cached
+        _cached = _build(membership)
+        return _cached
+
+
+class _Sets:
+    """Union-find over one pool's counter set names: a device drawing on two joins them."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, name: str) -> str:
+        self.parent.setdefault(name, name)
+        while self.parent[name] != name:
+            self.parent[name] = self.parent[self.parent[name]]
+            name = self.parent[name]
+        return name
+
+    def join(self, names: list[str]) -> None:
+        roots = sorted({self.find(name) for name in names})
+        for root in roots[1:]:
+            self.parent[root] = roots[0]
+
+
+def consumed_sets(consumes: Any) -> list[str]:
+    """The counter set names a device's `consumesCounters` list draws on, sorted."""
+    entries = consumes if isinstance(consumes, list) else []
+    return sorted(
+        {str(entry.get("counterSet", "")) for entry in entries if isinstance(entry, Mapping)}
+    )
+
+
+def counter_set_units(consumed: Iterable[list[str]]) -> dict[str, str]:
+    """Within one pool: counter set name -> the name of the physical unit it is part of, for
+    the sets its devices draw on (`consumed_sets` of each). Sets that one device draws on
+    together are one unit, named by their names joined with `+`."""
+    sets = _Sets()
+    for names in consumed:
+        if names:
+            sets.join(names)
+    members: dict[str, list[str]] = defaultdict(list)
+    for name in list(sets.parent):
+        members[sets.find(name)].append(name)
+    return {name: "+".join(sorted(group)) for group in members.values() for name in group}
+
+
+def _set_names(spelling: str) -> list[str]:
+    return consumed_sets(json.loads(spelling) if spelling else [])
+
+
+def _shape(spelling: str) -> str:
+    """What a consumer takes, without the counter set's name: `memory=10Gi multiprocessors=16`
+    (sets joined by ` + `), so that like slices of different GPUs are one profile."""
+    entries = json.loads(spelling) if spelling else []
+    parts = []
+    for entry in sorted(
+        (e for e in (entries if isinstance(entries, list) else []) if isinstance(e, Mapping)),
+        key=lambda e: str(e.get("counterSet", "")),
+    ):
+        counters = entry.get("counters")
+        amounts = sorted(counters.items()) if isinstance(counters, Mapping) else []
+        parts.append(
+            " ".join(
+                f"{name}={amount.get('value', '') if isinstance(amount, Mapping) else ''}"
+                for name, amount in amounts
+            )
+        )
+    return " + ".join(parts) or "no counters"
+
+
+def _whole(spelling: str, counters: Counters) -> bool:
+    """True when the device takes every counter of each set it names, in full: the whole
+    device of a partitionable GPU rather than a partition of it."""
+    need = _consumption(spelling)
+    sets = set(_set_names(spelling))
+    declared = {key: value for key, value in counters.items() if key[0] in sets}
+    if not sets or not declared or any(key not in counters for key in need):
+        return False
+    return all(need.get(key) == value for key, value in declared.items())
+
+
+def _profile(attributes: Any, *, driver: str, spelling: str, type_attribute: Any) -> str:
+    attributes = attributes if isinstance(attributes, Mapping) else {}
+    names = [str(type_attribute)] if isinstance(type_attribute, str) and type_attribute else []
+    names.append(f"{driver}/{PROFILE_ATTRIBUTE}")
+    for name in names:
+        value = _attribute_value(attributes, name, driver)
+        if value:
+            return value
+    return _shape(spelling)
+
+
+def _build(membership: ClassMembership) -> UnitIndex:
+    known = set(membership.keys.values())
+    # One read of every current device; attributes only for consumers (the partition profile).
+    rows = (
+        Device.objects.filter(current=True, slice__classic=False)
+        .annotate(
+            spelling=Cast("consumes_counters", TextField()),
+            consumer_attributes=Case(
+                When(consumes_counters=[], then=Value(None)),
+                default=F("attributes"),
+                output_field=JSONField(),
+            ),
+        )
+        .order_by("driver", "pool_name", "name")
+        .values_list(
+            "pk",
+            "driver",
+            "pool_name",
+            "pool_id",
+            "node_name",
+            "name",
+            "spelling",
+            "consumer_attributes",
+            "slice__obj__spec__partitionTypeAttribute",
+        )
+    )
+    units: list[Unit] = []
+    consumers: list[tuple[int, str, str, int, str, str, list[str]]] = []
+    described: dict[int, tuple[Any, Any]] = {}
+    for pk, driver, pool, pool_id, node, name, spelling, attributes, type_attribute in rows:
+        if pk not in known:  # written after the membership was computed: next fingerprint
+            continue
+        set_names = _set_names(spelling)
+        if set_names:
+            consumers.append((pk, driver, pool, pool_id, node, spelling, set_names))
+            described[pk] = (attributes, type_attribute)
+        else:
+            units.append(Unit(driver, pool, pool_id, node, name, counter_set=False, devices=(pk,)))
+    unit_of = {unit.devices[0]: index for index, unit in enumerate(units)}
+    counters = _pool_counters({row[3] for row in consumers})
+
+    consumed: dict[int, list[list[str]]] = defaultdict(list)
+    for *_, pool_id, _, _, set_names in consumers:
+        consumed[pool_id].append(set_names)
+    unit_names = {pool_id: counter_set_units(names) for pool_id, names in consumed.items()}
+    grouped: dict[tuple[int, str], list[int]] = defaultdict(list)
+    first: dict[tuple[int, str], tuple[str, str, str]] = {}
+    spellings: dict[int, tuple[int, str]] = {}
+    by_spelling: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    profiles: dict[int, str] = {}
+    for pk, driver, pool, pool_id, node, spelling, set_names in consumers:
+        group = (pool_id, unit_names[pool_id][set_names[0]])
+        grouped[group].append(pk)
+        first.setdefault(group, (driver, pool, node))
+        spellings[pk] = (pool_id, spelling)
+        by_spelling[pool_id][spelling].append(pk)
+        if not _whole(spelling, counters.get(pool_id, {})):
+            attributes, type_attribute = described.get(pk, ({}, None))
+            profiles[pk] = _profile(
+                attributes, driver=driver, spelling=spelling, type_attribute=type_attribute
+            )
+    for group, pks in grouped.items():
+        pool_id, name = group
+        driver, pool, node = first[group]
+        unit_of.update((pk, len(units)) for pk in pks)
+        units.append(Unit(driver, pool, pool_id, node, name, counter_set=True, devices=tuple(pks)))
+
+    never_fits = {
+        pk
+        for pool_id, spelled in by_spelling.items()
+        for spelling, pks in spelled.items()
+        if _exceeds(counters.get(pool_id, {}), spelling)
+        for pk in pks
+    }
+    class_units: dict[str, frozenset[int]] = {}
+    class_partitions: dict[str, dict[str, frozenset[int]]] = {}
+    for class_name, members in membership.members.items():
+        class_units[class_name] = frozenset(unit_of[pk] for pk in members if pk in unit_of)
+        profiled: dict[str, set[int]] = defaultdict(set)
+        for pk in members.intersection(profiles):
+            profiled[profiles[pk]].add(pk)
+        class_partitions[class_name] = {p: frozenset(pks) for p, pks in sorted(profiled.items())}
+    by_node: dict[str, set[int]] = defaultdict(set)
+    by_pool: dict[tuple[str, str], set[int]] = defaultdict(set)
+    by_driver: dict[str, set[int]] = defaultdict(set)
+    by_pool_id: dict[int, set[int]] = defaultdict(set)
+    for index, unit in enumerate(units):
+        by_pool_id[unit.pool_id].add(index)
+        if unit.node:
+            by_node[unit.node].add(index)
+        by_pool[(unit.driver, unit.pool)].add(index)
+        by_driver[unit.driver].add(index)
+    return UnitIndex(
+        fingerprint=membership.fingerprint,
+        units=tuple(units),
+        unit_of=unit_of,
+        profiles=profiles,
+        spellings=spellings,
+        counters=counters,
+        consumers={
+            pool_id: {spelling: tuple(pks) for spelling, pks in spelled.items()}
+            for pool_id, spelled in by_spelling.items()
+        },
+        never_fits=frozenset(never_fits),
+        class_units=class_units,
+        class_partitions=class_partitions,
+        by_node=_frozen(by_node),
+        by_pool=_frozen(by_pool),
+        by_driver=_frozen(by_driver),
+        by_pool_id=_frozen(by_pool_id),
+    )
+
+
+def _frozen(groups: Mapping[Any, set[int]]) -> dict[Any, frozenset[int]]:
+    return {key: frozenset(values) for key, values in groups.items()}
+
+
+@dataclass(frozen=True)
+class _Live:
+    """What holds and taints devices now: `held` (non admin-access allocations), `bad` (not
+    held, but tainted or blocked), and the units with a held (`taken`) or bad (`suspect`)
+    device."""
+
+    held: frozenset[int]
+    bad: frozenset[int]
+    taken: frozenset[int]
+    suspect: frozenset[int]
+
+
+def _blocked(index: UnitIndex, held: Iterable[int]) -> set[int]:
+    """Consumers the counters their pool has left cannot cover (upstream's check: every counter
+    of the pool, so one overdrawn counter blocks them all), and those that never fit."""
+    left: dict[int, Counters] = {}
+    for pk in held:
+        entry = index.spellings.get(pk)
+        if entry is None:
+            continue
+        pool_id, spelling = entry
+        counters = left.get(pool_id)
+        if counters is None:
+            counters = left[pool_id] = dict(index.counters.get(pool_id, {}))
+        for key, value in _consumption(spelling).items():
+            if key in counters:  # upstream skips counters its pool does not declare
+                counters[key] -= value
+    blocked = set(index.never_fits)
+    for pool_id, counters in left.items():
+        for spelling, pks in index.consumers.get(pool_id, {}).items():
+            if _exceeds(counters, spelling):
+                blocked.update(pks)
+    return blocked
+
+
+def _live(index: UnitIndex, membership: ClassMembership, holds: Holds | None = None) -> _Live:
+    held, _, tainted = holds or held_and_tainted(membership)
+    bad = (tainted | _blocked(index, held)) - held
+    unit_of = index.unit_of
+    return _Live(
+        held=frozenset(held),
+        bad=frozenset(bad),
+        taken=frozenset(unit_of[pk] for pk in held if pk in unit_of),
+        suspect=frozenset(unit_of[pk] for pk in bad if pk in unit_of),
+    )
+
+
+def _free(index: UnitIndex, live: _Live, unit_id: int, members: frozenset[int] | None) -> bool:
+    """Whether a claim (of the class whose `members` these are; None: any) could get the unit."""
+    if unit_id in live.taken:
+        return False
+    if unit_id not in live.suspect:
+        # Nothing on it is held, tainted or blocked, and it has a member (it is the class's).
+        return True
+    return any(
+        pk not in live.bad and (members is None or pk in members)
+        for pk in index.units[unit_id].devices
+    )
+
+
+def _scope_devices(index: UnitIndex, unit_ids: frozenset[int] | None) -> frozenset[int] | None:
+    if unit_ids is None:
+        return None
+    return frozenset(pk for unit_id in unit_ids for pk in index.units[unit_id].devices)
+
+
+def _counts(total: int, free: int) -> dict[str, int]:
+    return {"total": total, "free": free}
+
+
+def class_availability(
+    scope: AvailabilityScope | None = None,
+    *,
+    device_class: str = "",
+    membership: ClassMembership | None = None,
+    holds: Holds | None = None,
+) -> list[dict[str, Any]]:
+    """Per DeviceClass (or the one named), sorted by name: `deviceClass`, `physical` {total,
+    free} units, `devices` {total, free} the class selects, `partitions` [{profile, total, free,
+    parents, parentsWithFree}], `celErrors` and `error`. A class whose selectors do not compile
+    has `physical` and `devices` null and its compile error. Two queries once the units are
+    cached (the fingerprint and the holds), whatever the cluster size; none when the caller
+    passes the `membership` and `holds` it read for `classes.class_utilisation` too.
+    """
+    membership = membership or class_membership()
+    index = unit_index(membership)
+    live = _live(index, membership, holds)
+    scope = scope or AvailabilityScope()
+    unit_ids = scope.unit_ids(index)
+    devices_in_scope = _scope_devices(index, unit_ids)
+    names = sorted(membership.drivers)
+    if device_class:
+        names = [name for name in names if name == device_class]
+    entries = []
+    for name in names:
+        members = membership.members.get(name)
+        entry: dict[str, Any] = {
+            "deviceClass": name,
+            "physical": None,
+            "devices": None,
+            "partitions": [],
+            "celErrors": membership.cel_errors.get(name, 0),
+            "error": membership.errors.get(name),
+        }
+        entries.append(entry)
+        if members is None:
+            continue
+        units = index.class_units.get(name, frozenset())
+        if unit_ids is not None:
+            units = units & unit_ids
+        open_units = units - live.taken
+        kept = sum(1 for u in open_units & live.suspect if not _free(index, live, u, members))
+        entry["physical"] = _counts(len(units), len(open_units) - kept)
+        chosen = members if devices_in_scope is None else members & devices_in_scope
+        entry["devices"] = _counts(len(chosen), len(chosen - live.held - live.bad))
+        for profile, pks in index.class_partitions.get(name, {}).items():
+            if devices_in_scope is not None:
+                pks = pks & devices_in_scope
+            if not pks:
+                continue
+            free = pks - live.held - live.bad
+            entry["partitions"].append(
+                {
+                    "profile": profile,
+                    "total": len(pks),
+                    "free": len(free),
+                    "parents": len({index.unit_of[pk] for pk in pks}),
+                    "parentsWithFree": len({index.unit_of[pk] for pk in free}),
+                }
+            )
+    return entries
+
+
+def device_availability(pks: Iterable[int]) -> dict[str, Any]:
+    """`class_availability`'s numbers for any set of devices (a filtered device list): the
+    units they are on, free when a claim for one of them could get the unit now; the devices,
+    free on the same terms; their partitions per profile."""
+    membership = class_membership()
+    index = unit_index(membership)
+    live = _live(index, membership)
+    chosen = frozenset(pk for pk in pks if pk in index.unit_of)
+    units = frozenset(index.unit_of[pk] for pk in chosen)
+    free_devices = chosen - live.held - live.bad
+    profiled: dict[str, set[int]] = defaultdict(set)
+    for pk in chosen.intersection(index.profiles):
+        profiled[index.profiles[pk]].add(pk)
+    return {
+        "physical": _counts(len(units), sum(_free(index, live, u, chosen) for u in units)),
+        "devices": _counts(len(chosen), len(free_devices)),
+        "partitions": [
+            {
+                "profile": profile,
+                "total": len(found),
+                "free": len(found & free_devices),
+                "parents": len({index.unit_of[pk] for pk in found}),
+                "parentsWithFree": len({index.unit_of[pk] for pk in found & free_devices}),
+            }
+            for profile, found in sorted(profiled.items())
+        ],
+    }
+
+
+Grouping = Literal["node", "pool"]
+
+
+def unit_counts(by: Grouping, *, device_class: str = "") -> dict[Any, dict[str, int]]:
+    """Units {total, free} per node name (units local to it) or per pool id, of one class or,
+    with no class, of every unit (free for a claim of any class). A class whose selectors do
+    not compile selects nothing; an unknown class is a LookupError."""
+    return class_unit_counts(by, device_classes=[device_class])[device_class]
+
+
+def class_unit_counts(
+    by: Grouping, *, device_classes: Iterable[str] | None = None, keys: Iterable[Any] | None = None
+) -> dict[str, dict[Any, dict[str, int]]]:
+    """Per class -> node name or pool id -> units {total, free}. `device_classes` None means
+    every class; `""` among them means every unit, whatever its class. `keys` narrows to those
+    nodes or pools. The holds are read once for all the classes asked."""
+    membership = class_membership()
+    names = sorted(membership.drivers) if device_classes is None else list(device_classes)
+    unknown = sorted(set(names) - set(membership.drivers) - {""})
+    if unknown:
+        raise LookupError(f"DeviceClass {unknown[0]!r} does not exist")
+    index = unit_index(membership)
+    live = _live(index, membership)
+    grouped = index.by_node if by == "node" else index.by_pool_id
+    scope: frozenset[int] | None = None
+    if keys is not None:
+        scope = frozenset().union(*(grouped.get(key, frozenset()) for key in keys))
+    result: dict[str, dict[Any, dict[str, int]]] = {}
+    for name in names:
+        members: frozenset[int] | None = None
+        unit_ids: frozenset[int] = frozenset(range(len(index.units)))
+        if name:
+            members = membership.members.get(name, frozenset())
+            unit_ids = index.class_units.get(name, frozenset())
+        if scope is not None:
+            unit_ids = unit_ids & scope
+        counts: dict[Any, dict[str, int]] = defaultdict(lambda: _counts(0, 0))
+        for unit_id in unit_ids:
+            unit = index.units[unit_id]
+            key = unit.node if by == "node" else unit.pool_id
+            if by == "node" and not key:
+                continue
+            entry = counts[key]
+            entry["total"] += 1
+            if _free(index, live, unit_id, members):
+                entry["free"] += 1
+        result[name] = dict(counts)
+    return result
+
+
+class _Looked(Func):
+    """`mapping[str(key)]` as an integer, 0 when absent: the mapping goes to the database as one
+    JSON parameter, whatever its size (an IN list per value would hit SQLite's 32,766
+    parameters on a cluster of 20,000 pools)."""
+
+    output_field = IntegerField()
+
+    def __init__(self, mapping: Mapping[str, int], key: str) -> None:
+        super().__init__(Value(json.dumps(mapping)), Cast(F(key), TextField()))
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple[Any, ...]]:
+        mapping, key = self.get_source_expressions()
+        mapping_sql, mapping_params = compiler.compile(mapping)
+        key_sql, key_params = compiler.compile(key)
+        if connection.vendor == "postgresql":
+            sql = f"COALESCE(({mapping_sql}::jsonb ->> {key_sql})::integer, 0)"
+        else:  # SQLite's JSON1; keys are pool ids and node names (DNS names: no quote)
+            sql = f"""COALESCE(json_extract({mapping_sql}, '$."' || {key_sql} || '"'), 0)"""
+        return sql, (*mapping_params, *key_params)
+
+
+def annotate_units(
+    queryset: QuerySet[Any], counts: Mapping[Any, Mapping[str, int]], *, field: str
+) -> QuerySet[Any]:
+    """Add `units_total` and `units_free` columns from `counts` (keyed by `field`'s value), so
+    that lists filter and sort by them in SQL."""
+    return queryset.annotate(
+        units_total=_Looked({str(k): v["total"] for k, v in counts.items()}, field),
+        units_free=_Looked({str(k): v["free"] for k, v in counts.items()}, field),
+    )
