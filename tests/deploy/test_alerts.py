@@ -196,12 +196,12 @@ def test_grafana_dashboard_is_self_contained() -> None:
 
 
 def test_grafana_dashboard_shows_what_an_sre_asks_for() -> None:
-    """Free and total devices per class, pending claims and their age, leaks, sync staleness,
-    what-if latency quantiles and watch events per second each have a panel."""
+    """Free and total physical units per class, pending claims and their age, leaks, sync
+    staleness, what-if latency quantiles and watch events per second each have a panel."""
     used = {name for _, expr in panel_expressions() for name in METRIC.findall(expr)}
     exprs = " ".join(expr for _, expr in panel_expressions())
-    assert 'dra_dashboard_class_devices{state="free"}' in exprs
-    assert 'dra_dashboard_class_devices{state="total"}' in exprs
+    assert 'dra_dashboard_class_units{state="free"}' in exprs
+    assert 'dra_dashboard_class_units{state="total"}' in exprs
     assert {
         "dra_dashboard_pending_claims",
         "dra_dashboard_pending_claim_oldest_age_seconds",
