@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,19 @@ from tests.console.demo import allocate, pending_claim
 pytestmark = pytest.mark.browser
 
 SCREENSHOTS = ROOT / "docs" / "screenshots"
+# How long to wait for what must happen (ms): generous, as on a loaded machine; how fast it
+# happens is bin/bench's business.
+WAIT = 20_000
 PAGES = ["/", "/pools/", "/nodes/", "/claims/", "/templates/", "/quotas/", "/sync/", "/what-if/"]
 
 
 def shoot(page: Any, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    # Written whole, then renamed: a test run beside this one never leaves half a file.
+    partial = path.with_name(f".{name}.{os.getpid()}.png")
+    page.screenshot(path=str(partial), full_page=True)
+    os.replace(partial, path)
     return path
 
 
@@ -41,9 +48,9 @@ def test_every_page_renders_without_script_errors(page: Any, live_server_url: Li
         assert response.status == 200, path
         assert page.locator("main h1").inner_text().strip(), path
     page.goto(base + "/pools/")
-    pool = first_link(page, r"/pools/\d+/")
+    pool = first_link(page, r"/pools/[^/?]+/[^?]+/")
     page.goto(base + pool)
-    device = first_link(page, r"/devices/\d+/")
+    device = first_link(page, r"/devices/[^/?]+/[^?]+/[^/?]+/")
     page.goto(base + "/nodes/")
     node = first_link(page, r"/nodes/[^/]+/")
     page.goto(base + "/claims/?state=reserved")
@@ -56,21 +63,21 @@ def test_every_page_renders_without_script_errors(page: Any, live_server_url: Li
 def test_overview_screenshot(page: Any, live_server_url: LiveServer) -> None:
     """The overview shows counts, per-driver bars and the chart, and goes live."""
     page.goto(live_server_url.url + "/")
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     assert page.locator(".chart svg polyline").count() >= 1
     assert int(page.locator("#stat-devices").inner_text()) > 0
     shoot(page, "overview")
 
 
 def test_an_allocation_appears_on_an_open_pool_page(page: Any, live_server_url: LiveServer) -> None:
-    """A claim allocated through the sync path recolours its device within 2 s, no reload."""
+    """A claim allocated through the sync path recolours its device, no reload."""
     base = live_server_url.url
     page.goto(f"{base}/pools/?driver={GPU_DRIVER}")
-    page.goto(base + first_link(page, r"/pools/\d+/"))
+    page.goto(base + first_link(page, r"/pools/[^/?]+/[^?]+/"))
     free = page.locator(".dev[data-state=free]").first
     device = free.get_attribute("data-device")
     assert device
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     page.evaluate("window.__marker = 'same document'")
     subtitle = page.locator(".topbar .sub .mono").inner_text()
     pool_name = page.locator("main h1").inner_text().removeprefix("Pool ").strip()
@@ -79,7 +86,7 @@ def test_an_allocation_appears_on_an_open_pool_page(page: Any, live_server_url: 
     )
     answer = live_server_url.sync("ResourceClaim", [claim])
     assert answer["upserted"] == 1
-    page.wait_for_selector(f'.dev[data-device="{device}"]:not([data-state=free])', timeout=2000)
+    page.wait_for_selector(f'.dev[data-device="{device}"]:not([data-state=free])', timeout=WAIT)
     assert page.evaluate("window.__marker") == "same document"
 
 
@@ -90,10 +97,10 @@ def test_a_deleted_claims_open_page_says_so(page: Any, live_server_url: LiveServ
     metadata.update(name="doomed-claim", uid="00000000-0000-4000-8000-00000000d00d")
     assert live_server_url.sync("ResourceClaim", [claim])["upserted"] == 1
     page.goto(f"{live_server_url.url}/claims/{metadata['namespace']}/doomed-claim/")
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     assert page.locator(".gone-note").count() == 0
     assert live_server_url.sync("ResourceClaim", [claim], deleted=True)["deleted"] == 1
-    note = page.wait_for_selector("#claim-body.gone .gone-note[role=alert]", timeout=3000)
+    note = page.wait_for_selector("#claim-body.gone .gone-note[role=alert]", timeout=WAIT)
     assert "Deleted from the cluster" in note.inner_text()
     # The last known state stays readable, and nothing refreshes the deleted object again.
     assert "doomed-claim" in page.locator("main").inner_text()
@@ -120,21 +127,21 @@ def test_pool_screenshot(page: Any, live_server_url: LiveServer) -> None:
 def test_offline_indicator_and_reconnect(page: Any, live_server_url: LiveServer) -> None:
     """When the socket drops the header says offline, then the page reconnects by itself."""
     page.goto(live_server_url.url + "/")
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     page.evaluate("window.draLive.socket.close()")
-    page.wait_for_selector("#live-status[data-state=offline]", timeout=2000)
+    page.wait_for_selector("#live-status[data-state=offline]", timeout=WAIT)
     assert "Offline" in page.locator("#live-status").inner_text()
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     assert page.evaluate("window.draLive.attempt") == 0
 
 
 def test_signed_out_page_stops_reconnecting(page: Any, live_server_url: LiveServer) -> None:
     """After signing out elsewhere the socket is refused: the badge says so and retries stop."""
     page.goto(live_server_url.url + "/")
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     page.context.clear_cookies()
     page.evaluate("window.draLive.socket.close()")
-    page.wait_for_function("() => window.draLive.stopped === true", timeout=5000)
+    page.wait_for_function("() => window.draLive.stopped === true", timeout=WAIT)
     status = page.locator("#live-status")
     assert "reload to sign in" in status.inner_text()
     assert status.get_attribute("data-state") == "offline"
@@ -147,10 +154,10 @@ def test_signed_out_page_stops_reconnecting(page: Any, live_server_url: LiveServ
 def test_refused_topic_stops_reconnecting(page: Any, live_server_url: LiveServer) -> None:
     """A topic the server refuses ends live updates with a reload hint instead of retrying."""
     page.goto(live_server_url.url + "/")
-    page.wait_for_selector("#live-status[data-state=online]", timeout=5000)
+    page.wait_for_selector("#live-status[data-state=online]", timeout=WAIT)
     page.evaluate("document.body.setAttribute('data-live-topics', 'no-such-topic')")
     page.evaluate("window.draLive.socket.close()")
-    page.wait_for_function("() => window.draLive.stopped === true", timeout=5000)
+    page.wait_for_function("() => window.draLive.stopped === true", timeout=WAIT)
     assert "reload the page" in page.locator("#live-status").inner_text()
     assert "sign in" not in page.locator("#live-status").inner_text()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,14 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 WIDTHS = {"desktop": {"width": 1440, "height": 1000}, "phone": {"width": 390, "height": 844}}
 
 
+def save(page: Any, target: Path) -> None:
+    """Screenshot into `target`, written whole and then renamed: a run beside this one never
+    leaves half a file."""
+    partial = target.with_name(f".{target.stem}.{os.getpid()}.png")
+    page.screenshot(path=str(partial), full_page=True)
+    os.replace(partial, target)
+
+
 @pytest.mark.parametrize("device", sorted(WIDTHS))
 def test_screenshot_every_page(page: Any, live_server_url: LiveServer, device: str) -> None:
     """Every page renders and is saved as `<page>-<device>.png`."""
@@ -27,7 +37,7 @@ def test_screenshot_every_page(page: Any, live_server_url: LiveServer, device: s
         page.goto(base + path)
         page.wait_for_load_state("networkidle")
         target = SCREENSHOTS / f"{name}-{device}.png"
-        page.screenshot(path=str(target), full_page=True)
+        save(page, target)
         assert target.stat().st_size > 0
 
 
@@ -55,4 +65,4 @@ def test_screenshot_a_what_if_with_copies(
     assert "of the 10,000 asked" in page.locator("#what-if-copies").inner_text()
     assert page.locator("#what-if-nodes tbody tr td.mono div").count() >= 1
     assert page.locator("#what-if-share").get_attribute("href").startswith("/what-if/?")
-    page.screenshot(path=str(SCREENSHOTS / f"what-if-copies-{device}.png"), full_page=True)
+    save(page, SCREENSHOTS / f"what-if-copies-{device}.png")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client
 
 from claims.devices.states import annotate_device_state
@@ -24,6 +26,19 @@ from tests.console.demo import allocate, load_demo, pending_claim
 ORIGIN = (b"origin", b"http://localhost")
 # A browser always sends Host; the origin check compares scheme, host and port with it.
 HOST = (b"host", b"localhost")
+
+
+@pytest.fixture(autouse=True)
+async def close_worker_thread_connections() -> AsyncIterator[None]:
+    """Close the database connection these async tests open outside the main thread.
+
+    With no async_to_sync around them, `sync_to_async` calls (the test's own, and the consumer's
+    `database_sync_to_async`) all run in asgiref's one shared worker thread, whose connection
+    Django keeps for reuse (CONN_MAX_AGE) and pytest-django never closes: PostgreSQL then
+    refused to drop the test database at the end of the run ("being accessed by other users").
+    """
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 def session_headers(user: User) -> list[tuple[bytes, bytes]]:
@@ -54,9 +69,9 @@ def free_device_and_claim() -> tuple[dict[str, Any], Device, Pool]:
 
 def test_topics_are_parsed_and_checked() -> None:
     """Known topics parse into groups; unknown, malformed or missing topics are refused."""
-    subs = parse_topics(b"topics=overview,pool:3,node:n1,namespace:team-a,claims")
+    subs = parse_topics(b"topics=overview,pool:gpu.example.com/a/b,node:n1,namespace:team-a,claims")
     assert [s.kind for s in subs] == ["overview", "pool", "node", "namespace", "generic"]
-    for bad in (b"", b"topics=nonsense", b"topics=pool:x", b"topics=node:"):
+    for bad in (b"", b"topics=nonsense", b"topics=pool:x", b"topics=pool:/x", b"topics=node:"):
         with pytest.raises(TopicError):
             parse_topics(bad)
 
@@ -97,14 +112,14 @@ async def test_signed_in_pool_page_hears_an_allocation_after_commit(viewer_user)
         Pool.objects.exclude(pk=pool.pk).exclude(driver=pool.driver).first
     )()
     headers = await sync_to_async(session_headers)(viewer_user)
-    mine, ok_mine = await connect(f"/ws/live/?topics=pool:{pool.pk},overview", headers)
-    theirs, ok_theirs = await connect(f"/ws/live/?topics=pool:{other.pk}", headers)
+    mine, ok_mine = await connect(f"/ws/live/?topics=pool:{pool},overview", headers)
+    theirs, ok_theirs = await connect(f"/ws/live/?topics=pool:{other}", headers)
     assert ok_mine and ok_theirs
     allocated = allocate(claim, driver=device.driver, pool=device.pool_name, device=device.name)
     await sync_to_async(upsert_events)("ResourceClaim", [(allocated, None)])
     expected = {
-        (f"pool:{pool.pk}", "devices"),
-        (f"pool:{pool.pk}", "claims"),
+        (f"pool:{pool}", "devices"),
+        (f"pool:{pool}", "claims"),
         ("overview", "claims"),
     }
     topics: set[tuple[str, str]] = set()
@@ -121,7 +136,7 @@ async def test_nothing_is_sent_before_the_batch_commits(viewer_user) -> None:
     """Events of a rolled-back batch never reach the socket."""
     claim, device, pool = await sync_to_async(free_device_and_claim)()
     headers = await sync_to_async(session_headers)(viewer_user)
-    communicator, connected = await connect(f"/ws/live/?topics=pool:{pool.pk}", headers)
+    communicator, connected = await connect(f"/ws/live/?topics=pool:{pool}", headers)
     assert connected
 
     def rolled_back() -> None:

@@ -1,8 +1,9 @@
-"""A real daphne process: a search stops when its client leaves, and SIGTERM ends the server fast.
+"""A real server process: a search stops when its client leaves, and SIGTERM ends the server fast.
 
 The server runs `console.asgi:application` over a cluster where the hostile what-if of
 `tests.claims.whatif.test_budget` would search for many minutes, with a budget of 600 s: only
-cancellation can end it in time. Whether the search runs is read from the process's CPU time.
+cancellation can end it in time. Whether the search runs is read from the process's CPU time
+(clock ticks it was given, not wall time); why it stopped, from the server's log.
 """
 
 from __future__ import annotations
@@ -14,20 +15,20 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.claims.whatif.test_budget import exponential_claim
-from tests.console.hostile_server import prepare, start_daphne
+from tests.console.hostile_server import prepare, start_server
 
 BUDGET = "600"
-# A search keeps one core busy (a loaded machine may give it less); an idle daphne uses next to
-# nothing.
-BUSY = 0.25
+# CPU seconds a running search has certainly burned; an idle server uses next to nothing.
+SEARCHED = 0.5
 IDLE = 0.1
-EXIT_WITHIN = 5.0
+# Generous waits for what must happen: each is a small part of the budget the search would use.
+WAIT = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +38,11 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 @pytest.fixture
-def server(prepared) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]:
+def server(prepared) -> Iterator[tuple[subprocess.Popen[bytes], int, str, Path]]:
     var_dir, token = prepared
-    process, port = start_daphne(var_dir, WHATIF_BUDGET_SECONDS=BUDGET)
+    process, port = start_server(var_dir, WHATIF_BUDGET_SECONDS=BUDGET)
     try:
-        yield process, port, token
+        yield process, port, token, var_dir / f"server-{port}.log"
     finally:
         if process.poll() is None:
             process.kill()
@@ -61,6 +62,19 @@ def cpu_used(pid: int, seconds: float) -> float:
     return cpu_seconds(pid) - before
 
 
+def wait_until(check: Callable[[], bool], what: str) -> None:
+    """Poll `check` until it holds; fail after WAIT seconds (a wait, not a measurement)."""
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def wait_for_search(pid: int, before: float) -> None:
+    """Wait until the process has spent SEARCHED CPU seconds since `before`: the search runs."""
+    wait_until(lambda: cpu_seconds(pid) - before >= SEARCHED, "the search never ran")
+
+
 def start_search(port: int, token: str) -> socket.socket:
     """POST the hostile what-if over a raw connection and leave the answer unread."""
     body = json.dumps({"yaml": exponential_claim()}).encode()
@@ -75,29 +89,32 @@ def start_search(port: int, token: str) -> socket.socket:
 
 
 def test_a_search_stops_when_its_client_goes_away(server) -> None:
-    """The client hangs up mid-search: within a second the server's CPU falls to idle."""
-    process, port, token = server
+    """The client hangs up mid-search: the search is cancelled and the server's CPU falls idle."""
+    process, port, token, log = server
+    before = cpu_seconds(process.pid)
     client = start_search(port, token)
-    time.sleep(0.5)
-    assert cpu_used(process.pid, 1.0) > BUSY  # the search runs
+    wait_for_search(process.pid, before)
     client.close()
-    time.sleep(1.0)
+    wait_until(
+        lambda: "search cancelled: the client went away" in log.read_text(),
+        "the search was never cancelled",
+    )
     assert cpu_used(process.pid, 1.0) < IDLE
     assert process.poll() is None
 
 
-def test_sigterm_stops_the_server_within_seconds_during_a_search(server) -> None:
-    """SIGTERM while a search runs: the process exits within EXIT_WITHIN seconds."""
-    process, port, token = server
+def test_sigterm_stops_the_server_during_a_search(server) -> None:
+    """SIGTERM while a search runs: the search is cancelled and the process exits."""
+    process, port, token, log = server
+    before = cpu_seconds(process.pid)
     client = start_search(port, token)
     try:
-        time.sleep(0.5)
-        assert cpu_used(process.pid, 1.0) > BUSY
-        stopped = time.monotonic()
+        wait_for_search(process.pid, before)
         process.send_signal(signal.SIGTERM)
+        # Without the cancellation the server would wait for the search's 600 s budget.
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=EXIT_WITHIN + 10)
-        took = time.monotonic() - stopped
+            process.wait(timeout=WAIT)
     finally:
         client.close()
-    assert process.poll() is not None and took < EXIT_WITHIN
+    assert process.poll() is not None, "the server did not exit"
+    assert "search cancelled: the server is shutting down" in log.read_text()

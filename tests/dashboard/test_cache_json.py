@@ -74,6 +74,7 @@ def fake_cache() -> tuple[JSONRedisCache, FakeRedis]:
     return backend, store
 
 
+@pytest.mark.redis
 def test_settings_never_unpickle_from_redis() -> None:
     """With a Redis URL the cache is the JSON backend and the channel layer uses msgpack."""
     source = (Path(settings.BASE_DIR) / "dashboard" / "settings.py").read_text()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,12 +69,10 @@ async def call(scope: dict[str, Any], body: Body) -> tuple[int, dict[bytes, byte
 async def test_a_declared_100_mb_body_is_refused_unread() -> None:
     """Content-Length of 100 MB: 413 at once, not one body byte read."""
     body = Body(100 * MIB)
-    started = time.monotonic()
     scope = http_scope("/api/claims/what-if/", headers=[(b"content-length", b"104857600")])
     status, _, content = await call(scope, body)
     assert status == 413 and b"limit" in content
     assert body.read == 0
-    assert time.monotonic() - started < 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -83,7 +80,6 @@ async def test_a_streamed_100_mb_body_is_cut_off_at_the_cap() -> None:
     """Without Content-Length the body is counted: 413 after the cap, memory stays small."""
     body = Body(100 * MIB)
     tracemalloc.start()
-    started = time.monotonic()
     try:
         status, _, _ = await call(http_scope("/api/claims/what-if/"), body)
         _, peak = tracemalloc.get_traced_memory()
@@ -92,7 +88,6 @@ async def test_a_streamed_100_mb_body_is_cut_off_at_the_cap() -> None:
     assert status == 413
     assert settings.MAX_REQUEST_BYTES < body.read <= settings.MAX_REQUEST_BYTES + MIB
     assert peak < 16 * MIB
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.django_db(transaction=True)

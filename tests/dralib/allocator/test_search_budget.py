@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from dralib.allocator import AllocationTimeout, Allocator
+import dralib.allocator.__main__ as cli
+from dralib.allocator import AllocationTimeout, Allocator, budget
 from dralib.allocator.__main__ import main
+from dralib.allocator.budget import CHECK_EVERY
+from tests import clock
 
 NODE = {"metadata": {"name": "node-1"}}
 CLASSES = [{"metadata": {"name": "gpu"}, "spec": {}}]
@@ -49,17 +52,20 @@ def _pathological_claim() -> dict[str, Any]:
     return {"metadata": {"name": "greedy"}, "spec": {"devices": {"requests": requests}}}
 
 
-def test_deadline_stops_an_exponential_search() -> None:
-    """A search with no solution and a 0.5 s budget stops with AllocationTimeout within 1.5 s."""
-    budget = 0.5
-    started = time.monotonic()
-    allocator = Allocator(classes=CLASSES, slices=_slices(8), deadline=started + budget)
+def test_deadline_stops_an_exponential_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search with no solution stops with AllocationTimeout at its first check past the deadline.
+
+    Each clock reading is a tenth of a second: a 0.5 s budget is five readings (the start and
+    the check before any step take two), so the search ends at its third check after steps
+    began, about 3 * CHECK_EVERY steps in; an exhaustive search would take millions.
+    """
+    ticking = clock.install(monkeypatch, budget, tick=0.1)
+    allocator = Allocator(classes=CLASSES, slices=_slices(8), deadline=ticking.now + 0.5)
     with pytest.raises(AllocationTimeout) as caught:
         allocator.allocate(NODE, [_pathological_claim()])
-    elapsed = time.monotonic() - started
-    assert elapsed <= budget + 1.0
-    assert caught.value.elapsed >= budget * 0.9
-    assert caught.value.steps > 0
+    assert ticking.readings == 5
+    assert 3 * CHECK_EVERY <= caught.value.steps < 4 * CHECK_EVERY
+    assert caught.value.elapsed == pytest.approx(0.4)
     assert caught.value.cancelled is False
     assert caught.value.claims_total == 1
     assert "gave up after" in str(caught.value)
@@ -154,7 +160,9 @@ def test_deep_search_leaves_the_recursion_limit_alone() -> None:
         assert devices == [f"gpu-{i:04d}" for i in range(c * per_claim, (c + 1) * per_claim)]
 
 
-def test_cli_timeout_reports_giving_up(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_timeout_reports_giving_up(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--timeout` turns a runaway scenario into an error output that says it gave up."""
     scenario = {
         "node": NODE,
@@ -162,9 +170,10 @@ def test_cli_timeout_reports_giving_up(capsys: pytest.CaptureFixture[str]) -> No
         "slices": _slices(8),
         "claims": [_pathological_claim()],
     }
-    started = time.monotonic()
+    # 0.3 s at 0.1 s a reading: the deadline, the search's start and three checks.
+    ticking = clock.install(monkeypatch, budget, cli, tick=0.1)
     status = main(["--timeout", "0.3"], stdin=io.StringIO(json.dumps(scenario)))
-    assert time.monotonic() - started <= 0.3 + 1.0
+    assert ticking.readings <= 5
     assert status == 0
     output = json.loads(capsys.readouterr().out)
     assert output["results"] is None

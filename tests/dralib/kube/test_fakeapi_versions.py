@@ -12,7 +12,6 @@ import contextlib
 import json
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from dralib.kube.fakeapi import FakeApiServer
+from dralib.kube.fakeapi.handler import KubeRequestHandler
 
 GROUP = "resource.k8s.io"
 WAIT = 0.3  # the server's too_large_wait in these tests (3 s upstream)
@@ -94,15 +94,22 @@ def test_watch_from_a_future_version_sends_what_comes_after_it(
 
 
 def test_not_older_than_a_future_version_waits_then_504(
-    server: FakeApiServer, api: client.ApiClient
+    server: FakeApiServer, api: client.ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """NotOlderThan a future version waits for the server to catch up, then a 504 Timeout."""
     future = str(int(server.resource_version) + 5)
-    started = time.monotonic()
+    waits: list[int] = []
+    wait_for_revision = KubeRequestHandler._wait_for_revision
+
+    def recorded(handler: KubeRequestHandler, wanted: int) -> None:
+        waits.append(wanted)
+        wait_for_revision(handler, wanted)
+
+    monkeypatch.setattr(KubeRequestHandler, "_wait_for_revision", recorded)
     error, status = list_error(
         api, resource_version=future, resource_version_match="NotOlderThan", limit=1
     )
-    assert time.monotonic() - started >= WAIT
+    assert waits == [int(future)]  # it waited for the version, and it never came
     assert error.status == 504 and status["reason"] == "Timeout"
     assert status["message"].startswith(f"Too large resource version: {future}, current: ")
     assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"

@@ -16,12 +16,14 @@ from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import wait_converged, wait_for
 
 
+@pytest.mark.redis
 def test_lock_backend_follows_settings() -> None:
     """With REDIS_URL the lock lives in Redis; without it, in the process."""
     lock = watcher_lock("Node", owner="x")
     assert isinstance(lock, RedisLock if settings.REDIS_URL else LocalLock)
 
 
+@pytest.mark.redis
 def test_lock_excludes_renews_expires_and_fences() -> None:
     """A held lock refuses others, renews for its owner, and after expiry the old owner loses it."""
     name = f"test-{uuid.uuid4().hex[:8]}"
