@@ -24,6 +24,7 @@ SYSTEM_PACKAGES = {
     "postgresql": lambda: any(Path("/usr/lib/postgresql").glob("*/bin/initdb")),
     "chromium": lambda: Path("/usr/bin/chromium").exists(),
     "chromium-driver": lambda: Path("/usr/bin/chromedriver").exists(),
+    "prometheus": lambda: shutil.which("promtool") is not None,
 }
 
 

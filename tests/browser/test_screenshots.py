@@ -60,8 +60,11 @@ def test_screenshot_a_what_if_with_copies(
     from urllib.parse import urlencode
 
     page.set_viewport_size(WIDTHS[device])
-    query = urlencode({"yaml": COPIES, "count": "10000", "run": "1"})
+    query = urlencode({"yaml": COPIES, "count": "10000"})
+    # A shared link fills the form in; running it is a POST (the Run button).
     page.goto(f"{live_server_url.url}/what-if/?{query}")
+    page.locator("#what-if-form button[type=submit]").click()
+    page.wait_for_selector("#what-if-copies", timeout=20_000)
     assert "of the 10,000 asked" in page.locator("#what-if-copies").inner_text()
     assert page.locator("#what-if-nodes tbody tr td.mono div").count() >= 1
     assert page.locator("#what-if-share").get_attribute("href").startswith("/what-if/?")

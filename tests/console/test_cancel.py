@@ -1,7 +1,7 @@
 """A what-if whose client goes away stops searching at once, keeps nothing, and says why.
 
 Requests go through the real ASGI application (`console.asgi.application`); the client is an
-ASGI `receive` that sends the body, waits, then reports `http.disconnect`, as daphne does when
+ASGI `receive` that sends the body, waits, then reports `http.disconnect`, as the server does when
 the connection closes. "At once" is counted in the search's own checks (one every
 `CHECK_EVERY` steps): the first check after the request was cancelled stops the search.
 """
@@ -235,7 +235,7 @@ def test_a_search_started_while_shutting_down_stops_at_once(cluster, checks) -> 
 
 
 def test_a_cancelled_request_task_sets_the_flag_its_thread_sees() -> None:
-    """When the server cancels a request (daphne on shutdown), its sync work is told at once."""
+    """When the server cancels a request (on shutdown), its sync work is told at once."""
     checks: list[Callable[[], bool]] = []
     told: list[bool] = []
     started = threading.Event()
