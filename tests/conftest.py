@@ -13,11 +13,15 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.test import Client
 from rest_framework.test import APIClient
+
+from tests.console.demo import load_demo
 
 SYSTEM_PACKAGES = {
     "redis-server": lambda: shutil.which("redis-server") is not None,
@@ -158,3 +162,17 @@ def api(viewer_user) -> APIClient:
 @pytest.fixture
 def anon_api(db) -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def demo(db) -> dict[str, list[dict[str, Any]]]:
+    """A 10-node demo cluster (seed 1) in the database."""
+    return load_demo(nodes=10, seed=1)
+
+
+@pytest.fixture
+def viewer_client(viewer_user) -> Client:
+    """A browser session signed in as the viewer persona."""
+    client = Client()
+    client.force_login(viewer_user)
+    return client

@@ -7,14 +7,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from django.test import Client
 
 from dashboard import timings
 from inventory.sync import upsert_events
-from tests.console.demo import load_demo
 from tests.console.expected import JSON, load_objects
 from tests.paths import free_port
 
@@ -69,17 +66,3 @@ def clean_whatif_histogram(settings) -> Iterator[None]:
     timings.reset_whatif_histogram()
     yield
     timings._local.reset()
-
-
-@pytest.fixture
-def demo(db) -> dict[str, list[dict[str, Any]]]:
-    """A 10-node demo cluster (seed 1) in the database."""
-    return load_demo(nodes=10, seed=1)
-
-
-@pytest.fixture
-def viewer_client(viewer_user) -> Client:
-    """A browser session signed in as the viewer persona."""
-    client = Client()
-    client.force_login(viewer_user)
-    return client
