@@ -252,7 +252,19 @@ def _owner_leaks() -> Iterable[tuple[Leak, int]]:
             "raw__metadata__deletionTimestamp",
         )
     )
-    uids = set(Pod.objects.values_list("uid", flat=True))
+    # Only the owners' uids are looked up: every pod of the cluster is stored.
+    wanted = sorted(
+        {
+            str(ref.get("uid", ""))
+            for *_, references, _ in owned
+            for ref in (references if isinstance(references, list) else [])
+            if isinstance(ref, Mapping) and ref.get("kind") == "Pod"
+        }
+    )
+    uids: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        uids.update(Pod.objects.filter(uid__in=part).values_list("uid", flat=True))
     for pk, namespace, name, references, deletion in owned:
         owners = [
             ref

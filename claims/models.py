@@ -117,10 +117,37 @@ class Reservation(models.Model):
 
 
 class Pod(NamespacedObject):
-    """A core/v1 Pod that references ResourceClaims (other pods are not stored)."""
+    """A core/v1 Pod: every pod as a slim projection, the whole object for pods with claims.
+
+    Every pod keeps what the scheduler's node accounting reads: its node, phase, priority, the
+    requests its node must hold (`claims.whatif.resources.pod_requests` in the scheduler's
+    units), its host ports, labels and required anti-affinity terms. Only a pod that uses
+    ResourceClaims (or an extended resource a DeviceClass backs) also keeps its object (`raw`,
+    `obj`, redacted) and its claim columns; the others keep `{}` there (`uses_claims` is False).
+    """
 
     phase = models.CharField(max_length=32, blank=True, default="")
     node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    uses_claims = models.BooleanField(
+        default=False, db_index=True, help_text="The whole object is kept (the pod uses claims)."
+    )
+    priority = models.IntegerField(default=0, help_text="spec.priority")
+    cpu_request = models.BigIntegerField(default=0, help_text="Requested cpu, millicores.")
+    memory_request = models.BigIntegerField(default=0, help_text="Requested memory, bytes.")
+    storage_request = models.BigIntegerField(
+        default=0, help_text="Requested ephemeral-storage, bytes."
+    )
+    other_requests = models.JSONField(
+        default=dict, blank=True, help_text="Other scalar requests (hugepages-*, extended)."
+    )
+    host_ports = models.JSONField(
+        default=list, blank=True, help_text="[hostIP, protocol, hostPort] of each host port."
+    )
+    anti_affinity = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Required pod anti-affinity terms (InterPodAffinity checks running pods').",
+    )
     resource_claims = models.JSONField(default=list, blank=True)
     container_claims = models.JSONField(default=dict, blank=True)
     claim_statuses = models.JSONField(default=list, blank=True)
@@ -147,6 +174,18 @@ class ResourceQuota(NamespacedObject):
         ordering = ["namespace", "name"]
         constraints = [
             models.UniqueConstraint(fields=["namespace", "name"], name="quota_ns_name_unique"),
+        ]
+
+
+class LimitRange(NamespacedObject):
+    """A core/v1 LimitRange: the defaults and bounds the API server applies to new pods."""
+
+    limits = models.JSONField(default=list, blank=True, help_text="spec.limits")
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="limitrange_ns_name_unique"),
         ]
 
 

@@ -190,7 +190,7 @@ def _quota(answer: dict[str, Any], count: int) -> dict[str, Any]:
     quota = dict(answer.get("quota") or {})
     lines = []
     for item in quota.get("items") or []:
-        requested = _amount(item.get("requested"))
+        requested = _amount(item.get("requestedQuantity", item.get("requested")))
         per_copy = requested / count if requested is not None and count else requested
         lines.append(
             {
@@ -240,7 +240,10 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
         "admitted": min(placed, allowed) if allowed is not None else placed,
         "reasons": list(answer.get("reasons") or []),
         "diagnosis": answer.get("diagnosis"),
+        # Every pod of the input, placed in turn (with or without claims).
+        "pods": list(answer.get("pods") or []),
         "grids": grids,
         "gave_up": (answer.get("gaveUp") or {}).get("message", ""),
         "assumed": list(answer.get("assumed") or []),
+        "cluster": dict(answer.get("cluster") or {}),
     }

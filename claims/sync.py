@@ -1,8 +1,10 @@
-"""Store claims, templates, pods with claims, quotas and classic scheduling contexts.
+"""Store claims, templates, pods, quotas, LimitRanges and classic scheduling contexts.
 
-Pods are kept when they use ResourceClaims or ask for an extended resource backed by a
-DeviceClass (the scheduler then makes a claim for them). A pod listed before the class that backs
-its resource existed is only kept from its next event or list.
+Every pod is stored as a slim projection: its node, phase, priority, what it requests of its node
+(as the scheduler counts it) and its host ports, so what-if knows what else runs on a node. The
+whole object (redacted) is kept only for pods that use ResourceClaims or ask for an extended
+resource backed by a DeviceClass (the scheduler then makes a claim for them); a pod listed before
+the class that backs its resource existed keeps its object only from its next event or list.
 
 Registers one handler per kind with `inventory.sync`, which owns batching, normalization and
 publishing; this module only knows how each kind maps onto its rows.
@@ -11,13 +13,14 @@ publishing; this module only knows how each kind maps onto its rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from claims.choices import ClaimState
 from claims.devices.health import resource_health_of
 from claims.models import (
     AllocatedDevice,
+    LimitRange,
     PodSchedulingContext,
     Reservation,
     ResourceClaim,
@@ -27,6 +30,16 @@ from claims.models import (
 from claims.models import Pod as PodModel
 from claims.templates import link_claims_of_pods, link_templates
 from claims.whatif.extended import DEVICE_CLASS_PREFIX, requested_names
+from claims.whatif.podtopology import anti_affinity_terms
+from claims.whatif.resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    host_ports,
+    pod_requests,
+    scheduler_units,
+    with_request_defaults,
+)
 from inventory.choices import Kind
 from inventory.models import DeviceClass
 from inventory.sync import (
@@ -197,7 +210,9 @@ def pods_written(written: list[Written], result: BatchResult) -> None:
     for entry in written:
         result.upserted += 1
         result.touch("pods", entry.row.pk)
-    link_claims_of_pods((entry.row.namespace, entry.row.name) for entry in written)
+    link_claims_of_pods(
+        (entry.row.namespace, entry.row.name) for entry in written if entry.row.uses_claims
+    )
 
 
 def delete_claims(rows: list[Any], result: BatchResult) -> None:
@@ -268,11 +283,14 @@ _POD_SPEC_KEYS = frozenset(
         "schedulingGates",
         "runtimeClassName",
         "overhead",
+        "resources",
+        "activeDeadlineSeconds",
+        "hostNetwork",
         "topologySpreadConstraints",
         "serviceAccountName",
     }
 )
-_CONTAINER_KEYS = frozenset({"name", "image", "resources", "restartPolicy"})
+_CONTAINER_KEYS = frozenset({"name", "image", "resources", "restartPolicy", "ports"})
 _SECRET_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
@@ -305,7 +323,39 @@ def redact_pod(obj: JSON) -> JSON:
     return out
 
 
+def pod_usage(obj: Mapping[str, Any]) -> JSON:
+    """The slim projection every pod keeps: what the scheduler's node accounting reads."""
+    spec = with_request_defaults(obj.get("spec") or {})
+    status = obj.get("status") or {}
+    units = scheduler_units(pod_requests(spec, status=status))
+    priority = spec.get("priority")
+    return {
+        "phase": str(status.get("phase") or ""),
+        "node_name": str(spec.get("nodeName") or ""),
+        "priority": priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        "cpu_request": units.pop(CPU, 0),
+        "memory_request": units.pop(MEMORY, 0),
+        "storage_request": units.pop(EPHEMERAL_STORAGE, 0),
+        "other_requests": units,
+        "host_ports": [list(port) for port in host_ports(spec)],
+        "anti_affinity": anti_affinity_terms(spec),
+    }
+
+
 def pod_columns(obj: JSON) -> JSON:
+    columns = pod_usage(obj)
+    if not pod_uses_claims(obj):
+        # Not kept: the projection says all the dashboard needs of this pod.
+        return {
+            **columns,
+            "uses_claims": False,
+            "raw": {},
+            "obj": {},
+            "resource_claims": [],
+            "container_claims": {},
+            "claim_statuses": [],
+            "resource_health": [],
+        }
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     containers: dict[str, list[str]] = {}
@@ -314,8 +364,8 @@ def pod_columns(obj: JSON) -> JSON:
         if claims:
             containers[str(container.get("name"))] = [str(c.get("name")) for c in claims]
     return {
-        "phase": str(status.get("phase") or ""),
-        "node_name": str(spec.get("nodeName") or ""),
+        **columns,
+        "uses_claims": True,
         "resource_claims": spec.get("resourceClaims") or [],
         "container_claims": containers,
         "claim_statuses": status.get("resourceClaimStatuses") or [],
@@ -329,6 +379,83 @@ def quota_columns(obj: JSON) -> JSON:
         "hard": status.get("hard") or (obj.get("spec") or {}).get("hard") or {},
         "used": status.get("used") or {},
     }
+
+
+# What export writes for a pod kept as a projection: enough to import it again as the same rows.
+PROJECTED_CONTAINER = "requests"
+
+
+def projected_pod(row: Mapping[str, Any]) -> JSON:
+    """A Pod object standing for a pod stored as a projection: one container carrying its
+    requests and host ports (importing it again gives the same projection)."""
+    requests: dict[str, Any] = {}
+    if row["cpu_request"]:
+        requests[CPU] = f"{row['cpu_request']}m"
+    if row["memory_request"]:
+        requests[MEMORY] = str(row["memory_request"])
+    if row["storage_request"]:
+        requests[EPHEMERAL_STORAGE] = str(row["storage_request"])
+    requests.update({str(k): str(v) for k, v in (row["other_requests"] or {}).items()})
+    container: JSON = {"name": PROJECTED_CONTAINER, "resources": {"requests": requests}}
+    if row["host_ports"]:
+        container["ports"] = [
+            {"containerPort": port, "hostPort": port, "hostIP": ip, "protocol": protocol}
+            for ip, protocol, port in row["host_ports"]
+        ]
+    metadata: JSON = {
+        "name": row["name"],
+        "namespace": row["namespace"],
+        "uid": row["uid"],
+        "resourceVersion": row["resource_version"],
+    }
+    if row["labels"]:
+        metadata["labels"] = row["labels"]
+    if row["created_at"] is not None:
+        metadata["creationTimestamp"] = row["created_at"].strftime("%Y-%m-%dT%H:%M:%SZ")
+    spec: JSON = {"containers": [container]}
+    if row["anti_affinity"]:
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": row["anti_affinity"]
+            }
+        }
+    if row["node_name"]:
+        spec["nodeName"] = row["node_name"]
+    if row["priority"]:
+        spec["priority"] = row["priority"]
+    out: JSON = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    if row["phase"]:
+        out["status"] = {"phase": row["phase"]}
+    return out
+
+
+def export_pods() -> Iterator[JSON]:
+    """Every pod for a snapshot: the kept object, or the projection as a Pod."""
+    fields = (
+        "uses_claims",
+        "raw",
+        "name",
+        "namespace",
+        "uid",
+        "resource_version",
+        "labels",
+        "created_at",
+        "node_name",
+        "phase",
+        "priority",
+        "cpu_request",
+        "memory_request",
+        "storage_request",
+        "other_requests",
+        "host_ports",
+        "anti_affinity",
+    )
+    for row in PodModel.objects.order_by("namespace", "name").values(*fields).iterator():
+        yield row["raw"] if row["uses_claims"] and row["raw"] else projected_pod(row)
+
+
+def limit_range_columns(obj: JSON) -> JSON:
+    return {"limits": (obj.get("spec") or {}).get("limits") or []}
 
 
 def scheduling_context_columns(obj: JSON) -> JSON:
@@ -388,9 +515,9 @@ def register_handlers(*, diagnoses_stale: Callable[[], object]) -> None:
             delete_row("pods"),
             "pods",
             namespaced=True,
-            keep=pod_uses_claims,
             redact=redact_pod,
             written=pods_written,
+            export=export_pods,
         )
     )
     register(
@@ -398,6 +525,16 @@ def register_handlers(*, diagnoses_stale: Callable[[], object]) -> None:
             Kind.RESOURCE_QUOTA,
             ResourceQuota,
             quota_columns,
+            delete_row("quotas"),
+            "quotas",
+            namespaced=True,
+        )
+    )
+    register(
+        KindHandler(
+            Kind.LIMIT_RANGE,
+            LimitRange,
+            limit_range_columns,
             delete_row("quotas"),
             "quotas",
             namespaced=True,

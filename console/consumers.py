@@ -1,11 +1,11 @@
 """The live websocket: one connection per signed-in page, following the topics the page names.
 
-A page connects to `/ws/live/?topics=overview,pool:12` and gets `{"topic", "kind", "ids"}`
-messages, one per followed topic an event concerns; it then re-fetches its fragments through
-the normal views. Scoped topics (`pool:<id>`, `node:<name>`, `namespace:<ns>`) listen to the
-generic groups of `dashboard.live` and forward only the events that touch their scope; which
-events do is decided by `console.live.concerns` (the consumer only translates).
-"""
+A page connects to `/ws/live/?topics=overview,pool:gpu.example.com/node-1` and gets
+`{"topic", "kind", "ids"}` messages, one per followed topic an event concerns; it then
+re-fetches its fragments through the normal views. Scoped topics (`pool:<driver>/<pool>`,
+`node:<name>`, `namespace:<ns>`) listen to the generic groups of `dashboard.live` and forward
+only the events that touch their scope; which events do is decided by `console.live.concerns`
+(the consumer only translates)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ class TopicError(ValueError):
 
 
 def parse_topic(topic: str) -> Subscription:
-    """Parse `overview`, a generic topic, or `pool:<id>`, `node:<name>`, `namespace:<ns>`."""
+    """Parse `overview`, a generic topic, or `pool:<driver>/<pool>`, `node:<name>`,
+    `namespace:<ns>` (pool names may hold `/`, driver names do not)."""
     topic = topic.strip()
     if topic == "overview":
         return Subscription(topic, "overview", groups=OVERVIEW_GROUPS)
@@ -41,8 +42,9 @@ def parse_topic(topic: str) -> Subscription:
     kind, _, arg = topic.partition(":")
     if kind not in SCOPED_GROUPS or not arg:
         raise TopicError(f"unknown live topic {topic!r}")
-    if kind == "pool" and not arg.isdigit():
-        raise TopicError(f"live topic {topic!r}: a pool is named by its numeric id")
+    driver, _, pool = arg.partition("/")
+    if kind == "pool" and not (driver and pool):
+        raise TopicError(f"live topic {topic!r}: a pool is named <driver>/<pool>")
     return Subscription(topic, kind, arg, groups=SCOPED_GROUPS[kind])
 
 
@@ -50,7 +52,7 @@ def parse_topics(query_string: bytes) -> list[Subscription]:
     values = parse_qs(query_string.decode("latin-1")).get("topics", [])
     names = [name for value in values for name in value.split(",") if name.strip()]
     if not names:
-        raise TopicError("no live topic requested (use ?topics=overview,pool:1)")
+        raise TopicError("no live topic requested (use ?topics=overview,node:node-1)")
     if len(names) > MAX_TOPICS:
         raise TopicError(f"too many live topics ({len(names)} > {MAX_TOPICS})")
     return [parse_topic(name) for name in dict.fromkeys(names)]

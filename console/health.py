@@ -5,6 +5,7 @@ outage never gets the web processes restarted. `/readyz` checks what serving nee
 Redis when one is configured, and fresh watchers (every served kind's SyncState heartbeat within
 settings.READY_MAX_WATCH_AGE seconds). Both are public, cheap (one `SELECT 1`, one PING, one small
 query) and answer JSON listing each check; any failing check makes `/readyz` answer 503.
+`/readyz` also carries the cluster's freshness (`inventory.freshness`), as the header shows it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from inventory.freshness import cluster_freshness
 from inventory.models import SyncState
 
 # Probes must answer well before a probe's own timeout (Kubernetes defaults to one second).
@@ -79,6 +81,7 @@ def check_sync(*, enforce: bool, now: datetime | None = None) -> Check:
     now = now or timezone.now()
     try:
         states = list(SyncState.objects.order_by("kind"))
+        freshness = cluster_freshness(now=now)
     except Exception as exc:
         return Check("sync", False, f"cannot read the sync state: {_first_line(exc)}")
     stale = [s.kind for s in states if s.is_stale(now=now)]
@@ -98,6 +101,8 @@ def check_sync(*, enforce: bool, now: datetime | None = None) -> Check:
     if not problems:
         return Check("sync", True, detail + ", all current")
     message = f"{detail}; " + "; ".join(problems)
+    # What the header shows, in the same words (inventory/freshness.py).
+    message += f"; freshness: {freshness.state}" + (f" ({freshness.why})" if freshness.why else "")
     if not enforce:
         return Check("sync", True, message + " (not enforced)")
     return Check("sync", False, message)
@@ -182,7 +187,17 @@ def readyz(request: HttpRequest) -> JsonResponse:
         "status": "ready" if ready else "not ready",
         "checks": [asdict(check) for check in checks],
     }
+    if checks[0].ok:
+        body["freshness"] = _freshness()
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def _freshness() -> dict[str, Any] | None:
+    """The cluster's freshness as the header shows it (None when it cannot be read)."""
+    try:
+        return cluster_freshness().as_dict()
+    except Exception:  # a probe never fails with a 500
+        return None
 
 
 def _first_line(exc: BaseException) -> str:

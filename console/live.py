@@ -1,8 +1,11 @@
 """Live-update scoping: which open page an event concerns.
 
-Scoped subscriptions (`pool:<id>`, `node:<name>`, `namespace:<ns>`) listen to generic groups;
-`concerns(subscription, event)` decides with a few database reads whether an event touches the
-scope, and `prime_holders` remembers what the scope holds so that a later release is noticed.
+Scoped subscriptions (`pool:<driver>/<pool>`, `node:<name>`, `namespace:<ns>`) listen to generic
+groups; `concerns(subscription, event)` decides with a few database reads whether an event touches
+the scope, and `prime_holders` remembers what the scope holds so that a later release is noticed.
+A pool is followed by its name, as its page is: a pool replaced with its node gets a new row,
+and the page follows the new one. An event whose ids are `*` (a snapshot import) touches every
+scope.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Subscription:
     groups: tuple[str, ...] = ()
     # Claims that held devices in the scope last time we looked: deallocations name no device.
     holders: set[str] = field(default_factory=set)
+    # A pool scope: the pool's row ids seen so far (a replaced pool's old row is deleted).
+    rows: set[str] = field(default_factory=set)
 
 
 def _split_ids(ids: Iterable[str]) -> tuple[set[int], set[tuple[str, str]], bool]:
@@ -63,6 +68,9 @@ def concerns(sub: Subscription, event: ChangedEvent) -> bool:
     if sub.kind in ("overview", "generic"):
         return True
     group, ids = event["topic"], [str(i) for i in event["ids"]]
+    if "*" in ids:
+        prime_holders([sub])
+        return True
     if sub.kind == "pool":
         return _concerns_pool(sub, group, ids)
     if sub.kind == "node":
@@ -70,22 +78,38 @@ def concerns(sub: Subscription, event: ChangedEvent) -> bool:
     return _concerns_namespace(sub, group, ids)
 
 
+def pool_name(sub: Subscription) -> tuple[str, str]:
+    """(driver, pool) of a `pool:<driver>/<pool>` scope; pool names may hold `/`."""
+    driver, _, pool = sub.arg.partition("/")
+    return driver, pool
+
+
+def _pool_row(sub: Subscription) -> int | None:
+    driver, name = pool_name(sub)
+    pk = Pool.objects.filter(driver=driver, name=name).values_list("pk", flat=True).first()
+    if pk is not None:
+        sub.rows.add(str(pk))
+    return pk
+
+
 def _concerns_pool(sub: Subscription, group: str, ids: list[str]) -> bool:
 
-    pool_id = int(sub.arg)
-    pool = Pool.objects.filter(pk=pool_id).values_list("driver", "name").first()
+    driver, name = pool_name(sub)
+    known = set(sub.rows)
+    pool_id = _pool_row(sub)
     if group == "pools":
-        return sub.arg in ids
-    if pool is None:
+        # The row now (created or changed) or one it had before (deleted with its node).
+        return bool(set(ids) & (known | sub.rows))
+    if pool_id is None:
         return False
     pks, keyed_pools, wildcard = _split_ids(ids)
     if group == "slices":
         return ResourceSlice.objects.filter(pk__in=pks, pool_id=pool_id).exists()
-    holders_q = Q(driver=pool[0], pool=pool[1])
+    holders_q = Q(driver=driver, pool=name)
     if group == "devices":
         touched = (
             wildcard
-            or tuple(pool) in keyed_pools
+            or (driver, name) in keyed_pools
             or Device.objects.filter(pk__in=pks, pool_id=pool_id).exists()
         )
         if touched:
@@ -161,9 +185,9 @@ def prime_holders(subscriptions: list[Subscription]) -> None:
 
     for sub in subscriptions:
         if sub.kind == "pool":
-            pool = Pool.objects.filter(pk=int(sub.arg)).values_list("driver", "name").first()
-            if pool is not None:
-                sub.holders = _claim_holders(Q(driver=pool[0], pool=pool[1]))
+            driver, name = pool_name(sub)
+            _pool_row(sub)
+            sub.holders = _claim_holders(Q(driver=driver, pool=name))
         elif sub.kind == "node":
             sub.holders = {
                 str(pk)

@@ -6,8 +6,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
 
 from claims.models import ResourceClaimTemplate
 from claims.pages import shape_what_if
@@ -16,6 +18,7 @@ from claims.whatif.options import MAX_COUNT
 from claims.whatif.request import read_input, read_request, run_request
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
+from inventory.freshness import cluster_freshness
 from inventory.models import SkippedObject, SyncState
 
 
@@ -49,6 +52,7 @@ def sync_status(request: HttpRequest) -> HttpResponse:
             SkippedObject.objects.order_by("kind").values_list("kind", flat=True).distinct()
         ),
         "now": timezone.now(),
+        "freshness": cluster_freshness(),
     }
     return render_page(
         request,
@@ -57,6 +61,14 @@ def sync_status(request: HttpRequest) -> HttpResponse:
         fragments={"body": "console/_sync_body.html"},
         live=["sync"],
     )
+
+
+@never_cache
+@require_safe
+@read_access
+def freshness(request: HttpRequest) -> JsonResponse:
+    """The cluster's freshness as JSON: what the header badge and banner show (polled)."""
+    return JsonResponse(cluster_freshness().as_dict())
 
 
 # Form fields, named as the API's request keys (the page's form is the API's query string);

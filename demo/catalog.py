@@ -30,6 +30,19 @@ ADMIN_NAMESPACE = "dra-admin"
 NAMESPACES = (*WORKLOAD_NAMESPACES, ADMIN_NAMESPACE)
 ZONES = ("zone-a", "zone-b", "zone-c")
 
+# Ordinary pods (no claims) running beside the GPU workloads, so nodes fill on cpu and memory
+# too: app -> (namespaces, cpu, memory, host port or None, relative odds).
+SERVICE_APPS: dict[str, tuple[tuple[str, ...], str, str, int | None, float]] = {
+    "web": (("team-a", "team-b", "inference"), "4", "8Gi", None, 4.0),
+    "api": (("team-a", "team-b"), "8", "32Gi", None, 3.0),
+    "cache": (("inference", "team-b"), "16", "128Gi", None, 1.5),
+    "spark-executor": (("team-b", "ml-training"), "32", "256Gi", None, 1.0),
+    "log-shipper": (("team-a", "team-b", "ml-training", "inference"), "1", "1Gi", None, 1.0),
+}
+# One per node on most nodes, binding a host port (what NodePorts checks).
+INGRESS_APP = "ingress-proxy"
+INGRESS: tuple[tuple[str, ...], str, str, int | None] = (("team-a",), "500m", "1Gi", 443)
+
 # Base time of the demo: fixed so that output is a pure function of (nodes, seed).
 EPOCH = datetime(2026, 1, 5, 8, 0, 0, tzinfo=UTC)
 

@@ -1,6 +1,7 @@
 """`DemoChurn`: a few realistic changes per step that keep a demo cluster consistent.
 
-Each step draws one to four actions: create a workload (claims pending, pod waiting), allocate
+Each step draws one to four actions: create a workload (claims pending, pod waiting), start an
+ordinary pod (no claim) on a node with room for it (or leave it Pending), allocate
 pending claims with the real allocator on a Ready node (with the pod's reservation, as the
 scheduler does), reserve an allocated claim for a new Running pod, release a pod (claims
 unreserved, then deallocated or deleted), republish a node's slices with pool.generation + 1,
@@ -20,6 +21,7 @@ from demo.catalog import (
     GPU_DRIVER,
     NIC_DRIVER,
     POOL_LABEL,
+    SERVICE_APPS,
     ZONE_LABEL,
     new_uid,
 )
@@ -33,6 +35,7 @@ STEP_SECONDS = 15.0
 NEW_APPS = ("inference", "trainer", "flex", "notebook", "etl", "finetune", "recent", "allreduce")
 ACTIONS = {
     "create": 3.0,
+    "service": 2.0,
     "allocate": 3.0,
     "reserve": 1.0,
     "release": 3.0,
@@ -104,6 +107,22 @@ class DemoChurn:
         namespace = rng.choice(namespaces)
         if self.ops.quota_allows(namespace, [SPECS[template] for _, _, template in plan]):
             self.ops.create_workload(app=app, namespace=namespace, plan=plan, specs=SPECS)
+
+    def _service(self) -> None:
+        """An ordinary pod: scheduled where it fits, else left Pending ("Insufficient cpu")."""
+        app = self.rng.choices(list(SERVICE_APPS), [a[4] for a in SERVICE_APPS.values()])[0]
+        namespaces, cpu, memory, host_port, _ = SERVICE_APPS[app]
+        key = self.ops.create_service(
+            app=app,
+            namespace=self.rng.choice(namespaces),
+            cpu=cpu,
+            memory=memory,
+            host_port=host_port,
+        )
+        nodes = self._usable_nodes()
+        for node in self.rng.sample(nodes, min(len(nodes), 20)):
+            if self.ops.schedule(key, node, ip=self.ops.pod_ip()):
+                return
 
     def _allocate(self) -> None:
         rng = self.rng

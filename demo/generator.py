@@ -4,8 +4,11 @@ Out of every ten nodes two are MIG-partitioned H100 machines, three plain H100, 
 one CPU-only; every node has a NIC pool, zone-a can reach a network-attached fabric pool and
 zone-b sees a fabric pool that is incomplete. Workloads are placed node by node, their claims
 allocated by the real allocator, until about half of each node's GPUs are in use; then come
-pending pods, claims allocated without a pod yet, and adminAccess monitors. At 1,000 nodes that
-is about 20,000 devices and 4,000 claims.
+pending pods, claims allocated without a pod yet, and adminAccess monitors. Last, ordinary pods
+without claims (web, api, cache, ...) fill each Ready node's cpu to a drawn share, and most
+nodes run an ingress proxy binding host port 443, each placed only where the scheduler's
+NodeResourcesFit and NodePorts would place it. At 1,000 nodes that is about 20,000 devices and
+4,000 claims.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from claims.whatif.nodefit import NodeUsage, node_allocatable
 from demo.catalog import (
     ADMIN_CLAIM_SPEC,
     ADMIN_NAMESPACE,
@@ -23,7 +27,10 @@ from demo.catalog import (
     CLAIM_SPECS,
     DEVICE_CLASSES,
     GPU_DRIVER,
+    INGRESS,
+    INGRESS_APP,
     NAMESPACES,
+    SERVICE_APPS,
     WORKLOAD_NAMESPACES,
     ZONES,
     DemoError,
@@ -139,6 +146,8 @@ def _generate(*, nodes: int, seed: int) -> list[dict[str, Any]]:
     _allocated_without_pod(ops, kinds)
     _monitors(ops, kinds)
     _pending(ops, nodes)
+    # Their own stream, so that every object drawn before stays what it was for a seed.
+    _services(ops, kinds, rng=random.Random(f"services:{seed}"))
     _quotas(ops)
     return state.ordered_objects()
 
@@ -379,6 +388,55 @@ def _pending(ops: Operations, nodes: int) -> None:
         namespaces, plan = WORKLOADS[app]
         ops.create_workload(app=app, namespace=rng.choice(namespaces), plan=plan, specs=SPECS)
         _tick(ops)
+
+
+# Shares of a node's allocatable cpu its ordinary pods fill up to, drawn per node.
+SERVICE_FILL = (0.3, 0.5, 0.65, 0.8, 0.9, 0.97)
+
+
+def place_service(ops: Operations, app: str, node: str) -> bool:
+    """Create an ordinary pod of `app` and run it on `node`; False (and nothing left) if the
+    node has no room for it."""
+    if app == INGRESS_APP:
+        namespaces, cpu, memory, host_port = INGRESS
+    else:
+        namespaces, cpu, memory, host_port, _ = SERVICE_APPS[app]
+    mark = len(ops.events)
+    key = ops.create_service(
+        app=app, namespace=ops.rng.choice(namespaces), cpu=cpu, memory=memory, host_port=host_port
+    )
+    if ops.schedule(key, node, ip=ops.pod_ip()):
+        return True
+    ops.state.remove(key)
+    del ops.events[mark:]
+    return False
+
+
+def _services(ops: Operations, kinds: list[str], *, rng: random.Random) -> None:
+    """Ordinary pods on every Ready node until its cpu is filled to a drawn share."""
+    kept, ops.rng = ops.rng, rng
+    apps = list(SERVICE_APPS)
+    weights = [SERVICE_APPS[app][4] for app in apps]
+    try:
+        for index in range(1, len(kinds) + 1):
+            node = node_name(index)
+            if not ops.node_usable(node):
+                continue
+            if rng.random() < 0.8:
+                place_service(ops, INGRESS_APP, node)
+            allocatable = node_allocatable(ops.state.objects[("Node", "", node)]) or {}
+            target = rng.choice(SERVICE_FILL) * allocatable.get("cpu", 0)
+            misses = 0
+            while misses < 3:
+                used = (ops.node_use.get(node) or NodeUsage()).requested.get("cpu", 0)
+                if used >= target:
+                    break
+                if place_service(ops, rng.choices(apps, weights)[0], node):
+                    _tick(ops)
+                else:
+                    misses += 1
+    finally:
+        ops.rng = kept
 
 
 def _quotas(ops: Operations) -> None:

@@ -1,9 +1,11 @@
 """Cluster-level actions on the demo state, each recorded as watch-style events.
 
 Both the generator and the churn loop act through `Operations`: create a workload (claims first,
-then the pod that references them), schedule a pod (allocate its claims on one node and reserve
-them, as the scheduler does in one status write), release a pod (delete it, unreserve, delete
-generated claims, deallocate or delete standalone ones) and keep each namespace's ResourceQuota
+then the pod that references them) or an ordinary pod (no claim), schedule a pod (only on a node
+with room for its cpu, memory and host ports, as the scheduler's NodeResourcesFit and NodePorts
+decide it (`claims.whatif.nodefit`); then allocate its claims on that node and reserve them, as
+the scheduler does in one status write), release a pod (delete it, unreserve, delete generated
+claims, deallocate or delete standalone ones) and keep each namespace's ResourceQuota
 `status.used` in step with the claims that exist, counted and admitted by the what-if's quota
 rules (`claims.whatif.quota`).
 """
@@ -14,7 +16,10 @@ import random
 from typing import Any
 
 from claims.whatif.inputs import InputClaim
+from claims.whatif.nodefit import NodeUsage, PodDemand, node_allocatable, resource_reasons
+from claims.whatif.podasks import pod_asks
 from claims.whatif.quota import admission, claim_usage, extended_resource_names
+from claims.whatif.resources import ports_conflict
 from demo.catalog import at, random_suffix
 from demo.state import ClusterState, ObjKey, allocated_claim, node_is_ready
 from demo.workloads import (
@@ -25,6 +30,7 @@ from demo.workloads import (
     pod_object,
     reserved_claim,
     running_pod,
+    service_pod_object,
     unreserved_claim,
 )
 from dralib.allocator import NodeInfo
@@ -48,6 +54,12 @@ class Operations:
         self.spacing = 30.0
         for key in state.keys("ResourceClaim"):
             self.count_claim(key[1], state.objects[key], +1)
+        # Per node, what its bound pods request (the scheduler's NodeInfo).
+        self.node_use: dict[str, NodeUsage] = {}
+        # Per pod uid, what it asks of a node (a pod's spec never changes once created).
+        self._demands: dict[str, PodDemand] = {}
+        for key in state.keys("Pod"):
+            self.count_pod(state.objects[key], +1)
 
     def now(self) -> str:
         return at(self.clock)
@@ -100,6 +112,60 @@ class Operations:
         if new_used != quota["status"].get("used"):
             updated = {**quota, "status": {**quota["status"], "used": new_used}}
             self.emit("MODIFIED", updated)
+
+    def count_pod(self, pod: dict[str, Any], sign: int) -> None:
+        """Add (+1) or take away (-1) a bound pod's requests and host ports on its node."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        demand = self.demand(pod)
+        use = self.node_use.setdefault(node, NodeUsage())
+        for name, value in demand.requests.items():
+            use.requested[name] = use.requested.get(name, 0) + sign * value
+        use.pods += sign
+        for port in demand.ports:
+            if sign > 0:
+                use.ports.append(port)
+            elif port in use.ports:
+                use.ports.remove(port)
+
+    def demand(self, pod: dict[str, Any]) -> PodDemand:
+        """What the pod takes of its node (PodRequests in the scheduler's units, host ports)."""
+        uid = str(pod["metadata"].get("uid"))
+        found = self._demands.get(uid)
+        if found is None:
+            found = self._demands[uid] = pod_asks(pod.get("spec") or {}).demand
+        return found
+
+    def node_has_room(self, pod: dict[str, Any], node: str) -> bool:
+        """NodePorts and NodeResourcesFit: the node can take the pod beside what it runs."""
+        node_obj = self.state.objects.get(("Node", "", node))
+        allocatable = node_allocatable(node_obj) if node_obj is not None else None
+        if allocatable is None:
+            return node_obj is not None
+        demand = self.demand(pod)
+        use = self.node_use.get(node) or NodeUsage()
+        if demand.ports and ports_conflict(use.ports, demand.ports):
+            return False
+        return not resource_reasons(demand, allocatable=allocatable, usage=use)
+
+    def create_service(
+        self, *, app: str, namespace: str, cpu: str, memory: str, host_port: int | None
+    ) -> ObjKey:
+        """A new ordinary pod (no claim), Pending until scheduled."""
+        name = pod_name(self.rng, app)
+        pod = service_pod_object(
+            rng=self.rng,
+            namespace=namespace,
+            name=name,
+            app=app,
+            cpu=cpu,
+            memory=memory,
+            host_port=host_port,
+            created=self.now(),
+        )
+        self.emit("ADDED", pod)
+        return ("Pod", namespace, name)
 
     def add_claim(self, claim: dict[str, Any]) -> ObjKey:
         self.emit("ADDED", claim)
@@ -238,8 +304,15 @@ class Operations:
         """
         pod = self.state.objects[pod_key]
         keys = self.pod_claims(pod)
-        if not keys or any(key not in self.state.objects for key in keys):
+        if any(key not in self.state.objects for key in keys):
             return False
+        if not self.node_has_room(pod, node):
+            return False
+        if not keys:
+            running = running_pod(pod, node=node, now=self.now(), ip=ip)
+            self.emit("MODIFIED", running)
+            self.count_pod(running, +1)
+            return True
         claims = {key: self.state.objects[key] for key in keys}
         pending = [key for key, claim in claims.items() if not _allocation(claim)]
         if not all(self.claim_fits_node(claims[key], node) for key in claims if key not in pending):
@@ -256,6 +329,7 @@ class Operations:
         for key in keys:
             self.emit("MODIFIED", reserved_claim(claims[key], running))
         self.emit("MODIFIED", running)
+        self.count_pod(running, +1)
         return True
 
     def release_pod(self, pod_key: ObjKey, *, delete_standalone: bool) -> None:
@@ -267,6 +341,8 @@ class Operations:
         pod = self.state.objects[pod_key]
         uid = pod["metadata"]["uid"]
         self.emit("DELETED", pod)
+        self.count_pod(pod, -1)
+        self._demands.pop(str(uid), None)
         for key in self.pod_claims(pod):
             claim = self.state.objects.get(key)
             if claim is None:

@@ -35,6 +35,12 @@ IMAGES = {
     "recent": "registry.example.com/ml/trainer:2.7.0-rc1",
     "gpu-monitor": "registry.example.com/ops/dcgm-exporter:4.1.1",
     "batch": "registry.example.com/ml/batch:0.12.0",
+    "web": "registry.example.com/shop/web:5.4.1",
+    "api": "registry.example.com/shop/api:5.4.1",
+    "cache": "registry.example.com/infra/redis:7.4",
+    "spark-executor": "registry.example.com/data/spark:3.5.4",
+    "log-shipper": "registry.example.com/ops/fluent-bit:3.2",
+    "ingress-proxy": "registry.example.com/infra/envoy:1.33",
 }
 
 
@@ -171,6 +177,52 @@ def pod_object(
                 }
             ],
             "resourceClaims": resource_claims,
+            "restartPolicy": "Always",
+            "schedulerName": "default-scheduler",
+            "serviceAccountName": "default",
+            "terminationGracePeriodSeconds": 30,
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
+def service_pod_object(
+    *,
+    rng: random.Random,
+    namespace: str,
+    name: str,
+    app: str,
+    cpu: str,
+    memory: str,
+    host_port: int | None,
+    created: str,
+) -> dict[str, Any]:
+    """A Pending, unscheduled pod that uses no claim: cpu and memory (and maybe a host port)."""
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": IMAGES.get(app, IMAGES["batch"]),
+        "resources": {
+            "requests": {"cpu": cpu, "memory": memory},
+            "limits": {"memory": memory},
+        },
+    }
+    if host_port is not None:
+        container["ports"] = [
+            {"containerPort": host_port, "hostPort": host_port, "protocol": "TCP"}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata(
+            name=name,
+            namespace=namespace,
+            uid=new_uid(rng),
+            created=created,
+            generation=1,
+            labels={"app.kubernetes.io/name": app},
+        ),
+        "spec": {
+            "containers": [container],
             "restartPolicy": "Always",
             "schedulerName": "default-scheduler",
             "serviceAccountName": "default",

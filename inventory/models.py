@@ -318,3 +318,24 @@ class SkippedObject(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}: {self.error}"
+
+
+class SnapshotImport(models.Model):
+    """One `manage.py import_snapshot` run: when, full or merge, and what it stored per kind.
+
+    Written in the import's own transaction. Data that came from a snapshot has no watcher
+    keeping it current: the newest import tells `inventory.freshness` when it was taken in.
+    """
+
+    # Older runs are only history; an import keeps this many.
+    KEPT = 20
+
+    imported_at = models.DateTimeField(default=timezone.now, db_index=True)
+    merge = models.BooleanField(default=False)
+    stored = models.JSONField(default=dict, blank=True, help_text="kind -> objects stored")
+
+    class Meta:
+        ordering = ["-imported_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{'merge' if self.merge else 'import'} at {self.imported_at:%Y-%m-%d %H:%M:%S}"

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from dashboard.gcpause import gc_paused
+from dashboard.live import publish_changes
 from dralib.kube.documents import (
     DEFAULT_LIMITS,
     MAX_NODES,
@@ -35,6 +36,7 @@ from dralib.kube.documents import (
     stable_uid,
 )
 from dralib.kube.normalize import NormalizeError, normalize
+from inventory.models import SnapshotImport
 from inventory.sync import HANDLERS, BatchResult, handed_over, replace_all, upsert_events
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
@@ -75,8 +77,8 @@ def _expanded(raw: bytes | JSON) -> JSON:
 
 @dataclass
 class ImportReport:
-    """What an import did: objects stored per kind, objects of tracked kinds not kept (Pods that
-    use no claim), ignored (untracked) kinds, and the sync counts."""
+    """What an import did: objects stored per kind, objects of tracked kinds a kind keeps out of
+    the database, ignored (untracked) kinds, and the sync counts."""
 
     objects: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)
@@ -239,12 +241,15 @@ def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merg
         for kind in order:
             count = len(by_kind[kind])
             pairs = ((_expanded(p.raw), p.obj) for p in handed_over(by_kind[kind]))
+            # Published once at the end, coarsely: per-id events of a whole snapshot are
+            # larger than any page needs.
             if merge:
-                batch = upsert_events(kind, pairs)
+                batch = upsert_events(kind, pairs, publish=False)
             else:
-                batch = replace_all(kind, pairs)
+                batch = replace_all(kind, pairs, publish=False)
             report.result.merge(batch)
-            # Count what was stored: a kind may keep some objects out (Pods without claims).
+            # Count what was stored: a kind may keep some objects out (every pod is stored, the
+            # ones without claims as a slim projection).
             stored = batch.upserted + batch.unchanged
             report.objects[kind] = stored
             if count - stored - len(batch.skipped) > 0:
@@ -256,6 +261,21 @@ def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merg
                 f"{len(report.result.skipped)} object(s) could not be stored; "
                 f"nothing was imported:\n{shown}"
             )
+        record_import(report, merge=merge)
+
+
+def record_import(report: ImportReport, *, merge: bool) -> None:
+    """Note the import (the freshness of what no watcher keeps current) and, after the commit,
+    tell open pages: every topic the import changed, as "*", and the sync state.
+
+    The command runs in a process of its own: with Redis these events reach the browsers;
+    without, the pages notice the new import through the freshness they poll.
+    """
+    SnapshotImport.objects.create(merge=merge, stored=dict(report.objects))
+    kept = SnapshotImport.objects.values_list("pk", flat=True)[SnapshotImport.KEPT :]
+    SnapshotImport.objects.filter(pk__in=list(kept)).delete()
+    changed = {topic: ["*"] for topic, ids in report.result.changed.items() if ids}
+    publish_changes({**changed, "sync": ["*"]})
 
 
 def import_files(paths: Iterable[str | Path], *, merge: bool = False) -> ImportReport:
@@ -292,6 +312,9 @@ def export_objects() -> list[JSON]:
     """Every stored object, as the API server sent it, in a stable order."""
     objects: list[JSON] = []
     for handler in HANDLERS.values():
+        if handler.export is not None:
+            objects.extend(handler.export())
+            continue
         ordering = ["namespace", "name"] if handler.namespaced else ["name"]
         objects.extend(handler.model.objects.order_by(*ordering).values_list("raw", flat=True))
     return objects

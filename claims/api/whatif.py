@@ -1,4 +1,4 @@
-"""What-if endpoints: a synchronous answer, and jobs that run on a Celery worker.
+"""What-if endpoints: a synchronous answer, and jobs run by a worker (or the web's job threads).
 
 `POST /api/claims/what-if/` takes JSON ({"yaml": ..., "nodes", "nodeSelector", "count",
 "assume", "features", "namespace", "gang"}) or the raw YAML with Content-Type application/yaml
@@ -6,8 +6,8 @@
 request and `GET /api/claims/what-if/jobs/<id>/` reads its progress and answer. Requests are
 read by `claims.whatif.request.read_request` and answered by its `run_request`, as the what-if
 page's are; the answer is the service's dict as it is, described for the schema by
-`claims.api.whatif_serializers`. Bad input is a 400 that names the field; nothing here writes
-cluster objects.
+`claims.api.whatif_serializers`. Bad input is a 400 that names the field; a 503 says the cluster
+is switching (see `claims.whatif.state.cluster_state`); nothing here writes cluster objects.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from claims.api.whatif_serializers import (
     WhatIfJobSerializer,
     WhatIfRequestSerializer,
 )
-from claims.tasks import run_what_if_job
+from claims.tasks import queue_what_if_job
 from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
 from claims.whatif.jobs import TooManyJobs, create_job, get_job
 from claims.whatif.request import check_request, read_input, read_request, run_request
+from claims.whatif.state import ClusterSwitching
 from dralib.kube.documents import DocumentError, Limits, check_value, decode
 
 # A JSON body carries the what-if text (escaped) plus options: room for that, not more.
@@ -100,6 +101,14 @@ _EXAMPLE = OpenApiExample(
 
 
 def _bad(exc: WhatIfError) -> Response:
+    if isinstance(exc, ClusterSwitching):
+        # Not the question's fault: the cluster behind the API server changed, a relist is
+        # under way and no complete state was read before it.
+        return Response(
+            {**exc.as_dict(), "cluster": exc.freshness.answer()},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "5"},
+        )
     return Response(exc.as_dict(), status=status.HTTP_400_BAD_REQUEST)
 
 
@@ -120,6 +129,10 @@ class WhatIfView(APIView):
         responses={
             200: WhatIfAnswerSerializer,
             400: WhatIfErrorSerializer,
+            503: OpenApiResponse(
+                description="The cluster behind the API server changed and is being listed "
+                "again, with no complete state to answer from yet: try again (Retry-After)."
+            ),
         },
         examples=[_EXAMPLE],
         summary="What-if: would these claims fit, and where",
@@ -157,9 +170,7 @@ class WhatIfJobListView(APIView):
         except WhatIfError as exc:
             return _bad(exc)
         try:
-            job = create_job(
-                question, queue=run_what_if_job.delay, owner=str(request.user.pk or "")
-            )
+            job = create_job(question, queue=queue_what_if_job, owner=str(request.user.pk or ""))
         except TooManyJobs as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         return Response(job, status=status.HTTP_202_ACCEPTED)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from claims.whatif.options import MAX_COUNT
+from inventory.freshness import STATES
 
 # Objects passed through as Kubernetes spells them (a v1 NodeSelector, tolerations, opaque
 # driver parameters): described, not typed field by field.
@@ -121,8 +123,15 @@ class WhatIfRequestReportSerializer(serializers.Serializer):
 
 
 class WhatIfFilterSerializer(serializers.Serializer):
-    filter = serializers.CharField(help_text="the scheduler filter plugin, e.g. TaintToleration")
-    reason = serializers.CharField()
+    filter = serializers.CharField(
+        help_text="the scheduler filter plugin, e.g. TaintToleration, NodePorts, NodeResourcesFit"
+    )
+    reason = serializers.CharField(help_text='in the scheduler\'s words; several joined by ", "')
+    reasons = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='each reason, when the plugin gave several ("Insufficient cpu", ...)',
+    )
 
 
 class WhatIfNodeSerializer(serializers.Serializer):
@@ -146,7 +155,11 @@ class WhatIfPlacementSerializer(serializers.Serializer):
 
 
 class WhatIfStrandedSerializer(serializers.Serializer):
-    total = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="free devices, partitions and whole devices alike")
+    units = serializers.IntegerField(
+        help_text="free physical units among them: devices, or the counter set partitions "
+        "share, with nothing on them allocated (a partitioned GPU counts once)"
+    )
     byNode = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
         help_text="node -> free devices of the claims' classes no further copy can use",
@@ -236,7 +249,10 @@ class WhatIfQuotaItemSerializer(serializers.Serializer):
     resource = serializers.CharField()
     hard = serializers.CharField()
     used = serializers.CharField()
-    requested = serializers.IntegerField(help_text="for all copies")
+    requested = serializers.IntegerField(help_text="for all copies, rounded up to a whole unit")
+    requestedQuantity = serializers.CharField(
+        help_text='for all copies, exactly, as a Kubernetes quantity ("500m", "2Gi")'
+    )
     exceeded = serializers.BooleanField()
 
 
@@ -246,7 +262,8 @@ class WhatIfQuotaNotAppliedSerializer(serializers.Serializer):
 
 
 class WhatIfQuotaSerializer(serializers.Serializer):
-    """ResourceQuota admission of the claims the what-if would create (times the copies)."""
+    """ResourceQuota admission of the pods and claims the what-if would create (times the
+    copies), as the API server's pod and ResourceClaim evaluators count them."""
 
     namespace = serializers.CharField()
     checked = serializers.BooleanField()
@@ -280,9 +297,12 @@ class WhatIfApiServerSerializer(serializers.Serializer):
 
 
 class WhatIfIgnoredSerializer(serializers.Serializer):
-    document = serializers.CharField()
+    """A document of the input left aside, or a scheduler plugin what-if does not run
+    (`document` "", kind SchedulerFilter, SchedulerPostFilter or SchedulerProfile)."""
+
+    document = serializers.CharField(allow_blank=True)
     kind = serializers.CharField()
-    name = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
     reason = serializers.CharField()
 
 
@@ -291,6 +311,29 @@ class WhatIfGaveUpSerializer(serializers.Serializer):
     searchedSeconds = serializers.FloatField()
     cancelled = serializers.BooleanField()
     message = serializers.CharField()
+
+
+# A pattern, not an enum: drf-spectacular names every enum by its field, and ResourceClaim's
+# `state` has another one.
+@extend_schema_field({"type": "string", "pattern": f"^({'|'.join(STATES)})$"})
+class FreshnessStateField(serializers.CharField):
+    """One of `inventory.freshness.STATES`: live, stale, switching or snapshot."""
+
+
+class WhatIfClusterSerializer(serializers.Serializer):
+    """Which cluster answered and how current its stored state was (`inventory.freshness`)."""
+
+    uid = serializers.CharField(
+        allow_blank=True, help_text='the uid of its kube-system namespace ("" when unknown)'
+    )
+    state = FreshnessStateField(
+        help_text="live: the sync is current; stale: it is not (the watch fails or is silent); "
+        "switching: another cluster or a relist under way, answered from the last complete "
+        "state; snapshot: imported data, no sync",
+    )
+    asOf = serializers.DateTimeField(
+        allow_null=True, help_text="the data matched the cluster at least until then"
+    )
 
 
 class WhatIfAnswerSerializer(serializers.Serializer):
@@ -324,6 +367,7 @@ class WhatIfAnswerSerializer(serializers.Serializer):
     gaveUp = WhatIfGaveUpSerializer(
         required=False, help_text="past the time budget, or cancelled: a partial answer"
     )
+    cluster = WhatIfClusterSerializer()
 
 
 class WhatIfTrimmedListSerializer(serializers.Serializer):
@@ -340,8 +384,8 @@ class WhatIfTrimmedSerializer(serializers.Serializer):
 
 class WhatIfJobResultSerializer(WhatIfAnswerSerializer):
     """A job's answer, cut to a size when it was too large: then `trimmed` says what was cut,
-    and as a last resort only fits, summary, gang, simulated, namespace, fingerprint and gaveUp
-    are kept. Every field is therefore optional here."""
+    and as a last resort only fits, summary, gang, simulated, namespace, fingerprint, cluster
+    and gaveUp are kept. Every field is therefore optional here."""
 
     trimmed = WhatIfTrimmedSerializer(required=False)
 
@@ -381,5 +425,8 @@ class ClaimDiagnosisSerializer(serializers.Serializer):
     requests = WhatIfRequestReportSerializer(many=True, required=False)
     pods = serializers.ListField(child=serializers.CharField(), help_text="pods waiting for it")
     fingerprint = serializers.CharField()
+    cluster = WhatIfClusterSerializer(
+        required=False, help_text="absent from diagnoses made before it was recorded"
+    )
     error = WhatIfErrorSerializer(required=False)
     driverAllocated = serializers.BooleanField(required=False)

@@ -4,7 +4,9 @@
 claim and writes `ResourceClaim.diagnosis` where it changed; claims nobody waits for any more lose
 theirs. It only writes those two columns. Claims with the same spec in the same namespace, waited
 for by pods with the same node constraints, share one computation (a Deployment's replicas),
-made under a placeholder name that each diagnosis then replaces by its own claim's.
+made under a placeholder name that each diagnosis then replaces by its own claim's. Each says
+which cluster it was made on and how current that was (`cluster`, as what-if answers do); while
+the sync is switching clusters no diagnosis is made: the ones made before stay.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from django.utils import timezone
 from claims.models import Pod, ResourceClaim
 from claims.whatif.engine import Simulation, evaluate
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
-from claims.whatif.listing import cluster_fingerprint
+from claims.whatif.listing import fingerprint_of, table_versions
 from claims.whatif.nodefilter import NodeFilter
 from claims.whatif.options import Options
-from claims.whatif.state import build_view, cluster_state
+from claims.whatif.state import ClusterSwitching, build_view, cluster_state
 from dashboard.live import publish_changes
+from inventory.freshness import SWITCHING, cluster_freshness
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,9 @@ def waiting_claims() -> dict[tuple[str, str], list[JSON]]:
     """(namespace, claim name) -> the unbound pods (name, tolerations) that wait for it."""
 
     waiting: dict[tuple[str, str], list[JSON]] = {}
-    rows = Pod.objects.filter(node_name="").exclude(phase__in=["Succeeded", "Failed"])
+    rows = Pod.objects.filter(node_name="", uses_claims=True).exclude(
+        phase__in=["Succeeded", "Failed"]
+    )
     for namespace, name, entries, statuses, obj in rows.values_list(
         "namespace", "name", "resource_claims", "claim_statuses", "obj"
     ):
@@ -105,10 +110,19 @@ def _own(answer: JSON, *, namespace: str, name: str) -> JSON:
 def diagnose_all(*, force: bool = False) -> dict[str, int]:
     """Recompute every waiting claim's diagnosis; returns counts (written, cleared, claims)."""
 
-    fingerprint = cluster_fingerprint()
+    versions = table_versions()
+    fingerprint = fingerprint_of(versions)
+    freshness = cluster_freshness()
+    if freshness.state == SWITCHING:
+        # The tables may hold two states of the cluster: diagnose once it is one again.
+        return {"claims": 0, "written": 0, "cleared": 0, "skipped": 1}
+    cluster = freshness.answer()
     waiting = waiting_claims()
     run_key = hashlib.sha256(
-        json.dumps([fingerprint, sorted(map(list, waiting))], default=str).encode()
+        json.dumps(
+            [fingerprint, cluster["uid"], cluster["state"], sorted(map(list, waiting))],
+            default=str,
+        ).encode()
     ).hexdigest()
     if not force and cache.get(_LAST_RUN_KEY) == run_key:
         return {"claims": 0, "written": 0, "cleared": 0, "skipped": 1}
@@ -130,6 +144,7 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
                 "reasons": ["classic (v1alpha2) claim: its driver allocates it, not the scheduler"],
                 "pods": pod_names,
                 "fingerprint": fingerprint,
+                "cluster": cluster,
             }
             continue
         constraints = pods[0]["constraints"]
@@ -137,7 +152,13 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
         answer = by_spec.get(key)
         if answer is None:
             if sim is None:
-                state, slice_cache = cluster_state(fingerprint=fingerprint)
+                try:
+                    state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
+                except ClusterSwitching:
+                    state = None
+                if state is None or state.fingerprint != fingerprint:
+                    # A switch began since: the next run diagnoses the state it comes to.
+                    return {"claims": 0, "written": 0, "cleared": 0, "skipped": 1}
                 view = build_view(state, slice_cache, [])
                 sim = Simulation(view, features=Options().feature_set())
             meta = {**(obj.get("metadata") or {}), "name": _PLACEHOLDER, "namespace": namespace}
@@ -167,6 +188,7 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
             by_spec[key] = answer
         answer = _own(answer, namespace=namespace, name=name)
         compact = _compact(answer, pod_names, fingerprint)
+        compact["cluster"] = cluster
         if "error" in answer:
             compact["error"] = answer["error"]
         diagnoses[pk] = compact
@@ -176,9 +198,14 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
 
 
 def _same(old: Any, new: JSON) -> bool:
-    return isinstance(old, dict) and {k: v for k, v in old.items() if k != "fingerprint"} == {
-        k: v for k, v in new.items() if k != "fingerprint"
-    }
+    # The fingerprint and the cluster's time change with every run; the rest is the diagnosis.
+    def kept(value: JSON) -> JSON:
+        out = {k: v for k, v in value.items() if k != "fingerprint"}
+        if isinstance(out.get("cluster"), dict):
+            out["cluster"] = {k: v for k, v in out["cluster"].items() if k != "asOf"}
+        return out
+
+    return isinstance(old, dict) and kept(old) == kept(new)
 
 
 def _write(pending: Iterable[tuple[Any, ...]], diagnoses: dict[int, JSON]) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from claims.whatif.headroom import Progress, place_copies, stranded_devices
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.nodefilter import fit_error
+from claims.whatif.nodefit import NodeLedger, PodDemand, status_reasons
 from claims.whatif.options import Options
 from claims.whatif.simulation import (
     NodeVerdict,
@@ -85,8 +86,14 @@ def evaluate(
     node_check: NodeCheck,
     progress: Progress | None = None,
     with_stranded: bool = True,
+    ledger: NodeLedger | None = None,
+    demand: PodDemand | None = None,
 ) -> JSON:
-    """The what-if answer for already parsed claims (see `claims.whatif.service.what_if`)."""
+    """The what-if answer for already parsed claims (see `claims.whatif.service.what_if`).
+
+    With a `ledger` and the pod's `demand`, each copy headroom places takes its share of its
+    node (`node_check` is expected to check the first copy against the same ledger).
+    """
     sim.reset()
     sim.check_classes(claims)
     nodes = select_nodes(sim.view.nodes, options)
@@ -136,7 +143,7 @@ def evaluate(
             unschedulable_message(
                 sim,
                 total=total,
-                filtered=(f[1] for f in filters if f[0]),
+                filtered=(r for f in filters if f[0] for r in status_reasons(*f)),
                 candidates=[
                     (node, v)
                     for node, v, f in zip(nodes, verdicts, filters, strict=True)
@@ -155,10 +162,21 @@ def evaluate(
         inputs=claims,
         count=options.count,
         progress=progress,
+        ledger=ledger,
+        demand=demand,
     )
     stranded = (
         stranded_devices(
-            sim, nodes=nodes, verdicts=verdicts, headroom=headroom, claims=first_claims
+            sim,
+            nodes=nodes,
+            verdicts=verdicts,
+            headroom=headroom,
+            claims=first_claims,
+            room=(
+                (lambda node: not ledger.check(node, demand)[0])
+                if ledger is not None and demand is not None
+                else None
+            ),
         )
         if with_stranded
         else None
@@ -265,6 +283,9 @@ def _node_entry(verdict: NodeVerdict, refs: Sequence[str], node_filter: tuple[st
     entry: JSON = {"node": verdict.node, "schedulable": verdict.schedulable, "fits": verdict.fits}
     if node_filter[0]:
         entry["filter"] = {"filter": node_filter[0], "reason": node_filter[1]}
+        reasons = status_reasons(*node_filter)
+        if len(reasons) > 1:
+            entry["filter"]["reasons"] = reasons
     if verdict.fits:
         entry["claims"] = claim_entries(verdict.results, refs)
     elif verdict.error:

@@ -1,6 +1,8 @@
 """The cluster as the scheduler's listers would give it: one consistent read of the database.
 
-`list_cluster` reads nodes, device classes, ResourceSlices and allocated ResourceClaims in one
+`list_cluster` reads nodes, device classes, ResourceSlices, allocated ResourceClaims and what the
+pods bound to each node request (`NodeUsage`, summed by the database from the pods' projection
+columns: no pod is decoded) in one
 transaction and returns a `ClusterListing` (what-if keeps the latest in `claims.whatif.state` and
 applies assumed changes to a `ClusterView` of it; `inventory.snapshot` is another thing: snapshot
 files imported and exported). A listing has the shape of a conformance scenario
@@ -19,19 +21,23 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from django.db import connection, models, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 from django.db.models.functions import Cast
 
-from claims.models import ResourceClaim
+from claims.models import Pod, ResourceClaim
+from claims.whatif.nodefit import NodeUsage
+from claims.whatif.podtopology import PodRecord, record_of
+from claims.whatif.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from dashboard.gcpause import gc_paused
 from dralib.allocator.taintrules import PatchedSlices, TaintRule
+from inventory.freshness import Freshness, cluster_freshness
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
 
 JSON = dict[str, Any]
@@ -43,7 +49,11 @@ FINGERPRINT_MODELS: tuple[type[models.Model], ...] = (
     DeviceTaintRule,
     ResourceSlice,
     ResourceClaim,
+    Pod,
 )
+
+# Pods the scheduler's informer leaves out: they hold nothing on their node any more.
+TERMINAL_PHASES = ("Succeeded", "Failed")
 
 # Rows fetched per query when only some changed (below SQLite's bound-parameter limit).
 _FETCH_CHUNK = 500
@@ -64,6 +74,16 @@ class ClusterListing:
     allocated_claims: list[JSON]
     fingerprint: str
     classic_claims: list[str] = field(default_factory=list)
+    # Per node name, what its bound, unfinished pods request (nodes without pods are absent).
+    usage: dict[str, NodeUsage] = field(default_factory=dict)
+    # Per node name, its pods' records for the topology filters, read on first use
+    # (`pod_records`; True: only the pods with required anti-affinity).
+    pod_records: Callable[[bool], Mapping[str, Sequence[PodRecord]]] = field(
+        default=lambda anti_affinity_only: {}
+    )
+    # The sync's freshness read in the same transaction: `switching` means the tables may hold
+    # two states of the cluster (see claims.whatif.state.cluster_state).
+    freshness: Freshness | None = None
 
     def node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.nodes]
@@ -242,6 +262,7 @@ def forget_cached_rows() -> None:
     """Drop every decoded row kept by earlier reads (tests that switch databases)."""
     with _cache_lock:
         _row_caches.clear()
+        forget_node_usage()
 
 
 def _first(values: tuple[Any, ...]) -> Any:
@@ -264,6 +285,83 @@ def _allocated_claim(values: tuple[Any, ...]) -> tuple[str, JSON | None]:
 
 
 _patched = PatchedSlices()
+# The Pod table's version and the usage summed at it (most reads follow a change elsewhere).
+_usage: tuple[str, dict[str, NodeUsage]] | None = None
+
+
+def node_usage(version: str | None = None) -> dict[str, NodeUsage]:
+    """Per node, what its bound pods that have not finished request, summed by the database;
+    the few pods with other scalar requests or host ports are read one by one."""
+    global _usage
+    if version is not None and _usage is not None and _usage[0] == version:
+        return _usage[1]
+    bound = Pod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
+    out: dict[str, NodeUsage] = {}
+    for node, cpu, memory, storage, pods in (
+        bound.order_by()
+        .values("node_name")
+        .annotate(
+            cpu=Sum("cpu_request"),
+            memory=Sum("memory_request"),
+            storage=Sum("storage_request"),
+            pods=Count("pk"),
+        )
+        .values_list("node_name", "cpu", "memory", "storage", "pods")
+    ):
+        requested = {
+            CPU: int(cpu or 0),
+            MEMORY: int(memory or 0),
+            EPHEMERAL_STORAGE: int(storage or 0),
+        }
+        out[node] = NodeUsage({k: v for k, v in requested.items() if v}, int(pods))
+    for node, other in bound.exclude(other_requests={}).values_list("node_name", "other_requests"):
+        usage = out.setdefault(node, NodeUsage())
+        for name, value in (other or {}).items():
+            usage.requested[name] = usage.requested.get(name, 0) + int(value)
+    for node, ports in bound.exclude(host_ports=[]).values_list("node_name", "host_ports"):
+        usage = out.setdefault(node, NodeUsage())
+        usage.ports.extend(
+            (str(ip), str(protocol), int(port)) for ip, protocol, port in ports or []
+        )
+    if version is not None:
+        _usage = (version, out)
+    return out
+
+
+def forget_node_usage() -> None:
+    global _usage
+    _usage = None
+    _records.clear()
+
+
+# (Pod table version, anti-affinity only) -> per node, its pods' records (the last few reads).
+_records: dict[tuple[str, bool], dict[str, list[PodRecord]]] = {}
+
+
+def pod_records(version: str, *, anti_affinity_only: bool) -> dict[str, list[PodRecord]]:
+    """Per node, the records (namespace, labels, required anti-affinity) of its bound pods that
+    have not finished; a record is shared by every pod with the same ones (a ReplicaSet's)."""
+    key = (version, anti_affinity_only)
+    found = _records.get(key)
+    if found is not None:
+        return found
+    rows = Pod.objects.exclude(node_name="").exclude(phase__in=TERMINAL_PHASES)
+    if anti_affinity_only:
+        rows = rows.exclude(anti_affinity=[])
+    shared: dict[str, PodRecord] = {}
+    out: dict[str, list[PodRecord]] = {}
+    for node, namespace, labels, anti in rows.values_list(
+        "node_name", "namespace", "labels", "anti_affinity"
+    ).iterator(chunk_size=2000):
+        text = orjson.dumps([namespace, labels, anti], option=orjson.OPT_SORT_KEYS).decode()
+        record = shared.get(text)
+        if record is None:
+            record = shared[text] = record_of(namespace, labels or {}, anti or [])
+        out.setdefault(node, []).append(record)
+    for stale in [k for k in _records if k[0] != version]:
+        del _records[stale]
+    _records[key] = out
+    return out
 
 
 def list_cluster(
@@ -318,6 +416,9 @@ def list_cluster(
             decode=_allocated_claim,
             version=versions[ResourceClaim._meta.label],
         )
+        pod_version = versions[Pod._meta.label]
+        usage = node_usage(pod_version)
+        freshness = cluster_freshness()
     if wanted is not None:
         nodes = [n for n in nodes if (n.get("metadata") or {}).get("name") in wanted]
     return ClusterListing(
@@ -327,4 +428,7 @@ def list_cluster(
         allocated_claims=[claim for _, claim in claims if claim is not None],
         fingerprint=fingerprint,
         classic_claims=[ref for ref, claim in claims if claim is None],
+        usage=usage,
+        pod_records=lambda only: pod_records(pod_version, anti_affinity_only=only),
+        freshness=freshness,
     )

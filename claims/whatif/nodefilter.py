@@ -12,6 +12,10 @@ Ready condition is not True is taken to carry the NoSchedule taint the node life
 gives it soon after (`node.kubernetes.io/not-ready`, or `unreachable` when the status is
 Unknown), checked against the pod's tolerations like any other taint.
 
+NodePorts and NodeResourcesFit, which need what already runs on each node, are `nodefit`'s,
+PodTopologySpread and InterPodAffinity `podtopology`'s; DynamicResources is the allocator's. The
+filters what-if does not run are listed in every answer (`not_modelled`), never skipped silently.
+
 `fit_error` words the scheduler's summary for a pod no node takes, as FitError.Error() does
 (`pkg/scheduler/framework/types.go`).
 """
@@ -102,6 +106,26 @@ class NodeFilter:
 
     def tolerates_all(self, taint: Mapping[str, Any]) -> bool:
         return any(tolerates(t, taint) for t in self.tolerations)
+
+    def matches_affinity(self, node: JSON) -> bool:
+        """The pod's nodeSelector and required node affinity admit the node (what
+        PodTopologySpread's nodeAffinityPolicy Honor reads)."""
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if any(labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        return self.affinity is None or self.affinity.matches(
+            NodeInfo(name=str(meta.get("name") or ""), labels=dict(labels))
+        )
+
+    def tolerates_node(self, node: JSON) -> bool:
+        """The pod tolerates every NoSchedule and NoExecute taint of the node."""
+        spec = node.get("spec") or {}
+        return all(
+            self.tolerates_all(taint)
+            for taint in (*(spec.get("taints") or []), *_lifecycle_taints(node))
+            if taint.get("effect") in _FILTERED_EFFECTS
+        )
 
     def check(self, node: JSON) -> tuple[str, str]:
         """(filter, reason) of the first filter that removes the node, or ("", "")."""
@@ -208,3 +232,43 @@ def check_all(filters: Sequence[NodeFilter], node: JSON) -> tuple[str, str]:
         if result[0]:
             return result
     return "", ""
+
+
+# The default profile's filters (and its PostFilter) what-if does not run, in the scheduler's order.
+NOT_MODELLED: tuple[tuple[str, str, str], ...] = (
+    ("SchedulerFilter", "VolumeRestrictions", "volume conflicts on a node are not checked"),
+    ("SchedulerFilter", "NodeVolumeLimits", "CSI volume attach limits are not checked"),
+    ("SchedulerFilter", "VolumeBinding", "PersistentVolumeClaims are not bound or checked"),
+    ("SchedulerFilter", "VolumeZone", "the zones of volumes are not checked"),
+    (
+        "SchedulerPostFilter",
+        "DefaultPreemption",
+        "lower-priority pods are never evicted to make room",
+    ),
+    (
+        "SchedulerProfile",
+        "other plugins",
+        "scheduler profiles, extenders and out-of-tree plugins are not known",
+    ),
+)
+
+
+def not_modelled(*, unknown_capacity: Sequence[str] = ()) -> list[JSON]:
+    """The answer's `ignored` entries for the scheduler's plugins what-if does not run, and for
+    nodes whose capacity it could not check (no `status.allocatable`)."""
+    out: list[JSON] = [
+        {"document": "", "kind": kind, "name": name, "reason": f"not modelled: {reason}"}
+        for kind, name, reason in NOT_MODELLED
+    ]
+    if unknown_capacity:
+        shown = ", ".join(unknown_capacity[:5]) + (", ..." if len(unknown_capacity) > 5 else "")
+        out.append(
+            {
+                "document": "",
+                "kind": "SchedulerFilter",
+                "name": "NodeResourcesFit",
+                "reason": f"not applied to {len(unknown_capacity)} node(s) without "
+                f"status.allocatable: {shown}",
+            }
+        )
+    return out

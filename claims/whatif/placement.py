@@ -1,9 +1,11 @@
 """Pods placed one after another, as the scheduler does: each sees the devices the previous took.
 
-For every pod, in input order: claims the API server would refuse fail it; a claim already
-reserved for the limit of consumers (`status.reservedFor`) fails it; then the nodes are tried in
-name order, the scheduler's node filters first (`nodefilter`), then the allocator; the first node
-that fits takes the pod and its claims' devices count as allocated for the pods after it. A claim
+For every pod, in input order: a pod ResourceQuota admission refuses fails it, as do claims the
+API server would refuse and a claim already reserved for the limit of consumers
+(`status.reservedFor`); then the nodes are tried in name order, the scheduler's node filters
+first (`nodefilter`), then NodePorts and NodeResourcesFit against what runs on the node
+(`nodefit`), then the allocator; the first node that fits takes the pod: its requests and ports
+count on that node, and its claims' devices as allocated, for the pods after it. A claim
 an earlier pod got allocated (a shared `resourceClaimName`) is not allocated again: it pins later
 pods to its node selector. The scheduler scores nodes and may pick another one; first-fit in name
 order is the dashboard's deterministic stand-in. In gang mode (`gang: true`) all the input's
@@ -28,6 +30,7 @@ from claims.whatif.engine import (
     unschedulable_message,
 )
 from claims.whatif.inputs import JSON, InputClaim
+from claims.whatif.nodefit import NodeLedger, PodDemand, status_reasons
 from claims.whatif.pods import InputPod, distinct_claims
 from claims.whatif.simulation import NodeVerdict, Simulation
 from claims.whatif.workloads import DAEMONSET_TOLERATIONS, MAX_PODS
@@ -121,8 +124,16 @@ def place_pods(
     reserved_limit: int,
     explain: bool,
     progress: Progress | None = None,
+    ledger: NodeLedger | None = None,
+    demands: Sequence[PodDemand] | None = None,
+    over_quota: Mapping[int, str] | None = None,
 ) -> list[JSON]:
-    """One answer per pod, in order; placements are recorded on the simulation as they happen."""
+    """One answer per pod, in order; placements are recorded on the simulation as they happen.
+
+    With a `ledger`, each pod's `demands` entry is checked against what its node still has
+    (NodePorts, NodeResourcesFit) and taken from it once the pod is placed. A pod in
+    `over_quota` (index -> the API server's refusal) is refused before any node is tried.
+    """
     # Keyed by the claim object: two pods naming one claim share the object.
     allocated: dict[int, JSON] = {}
     consumers: dict[int, int] = {}
@@ -140,9 +151,11 @@ def place_pods(
             for c in distinct
             if consumers.get(id(c), reserved_for(c)) >= reserved_limit
         ]
-        if blocked or full:
-            entry["reasons"] = [*blocked, *full]
+        quota = [over_quota[index]] if over_quota and index in over_quota else []
+        if blocked or full or quota:
+            entry["reasons"] = [*quota, *blocked, *full]
             continue
+        demand = demands[index] if demands is not None else None
         new: list[InputClaim] = []
         pins: list[JSON] = []
         shared: dict[int, JSON] = {}
@@ -166,9 +179,11 @@ def place_pods(
         for node in nodes:
             name = str((node.get("metadata") or {}).get("name"))
             found = pod.node_filter.check(node)
+            if not found[0] and ledger is not None and demand is not None:
+                found = ledger.check(node, demand)
             if found[0]:
                 _filtered(entry, name, found)
-                filtered.append(found[1])
+                filtered.extend(status_reasons(*found))
                 continue
             verdict = sim.verdict(
                 node, bodies, schedulable=True, pins=pinned, inputs=new, with_reasons=False
@@ -183,6 +198,8 @@ def place_pods(
             for claim, result in zip(new, results, strict=True):
                 allocated[id(claim)] = result
             mine = {id(c): r for c, r in zip(new, results, strict=True)}
+            if ledger is not None and demand is not None:
+                ledger.place(name, demand)
             entry["fits"] = True
             entry["node"] = name
             entry["claims"] = [

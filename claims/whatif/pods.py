@@ -5,7 +5,8 @@ template (expanded by `workloads`), ResourceClaims and ResourceClaimTemplates (l
 the documents first, then in the database, when a pod names them), Namespaces (their labels
 decide the admin-access check), a bare claim spec (`{"devices": ...}`). Claims and templates
 without any pod stand for one pod using all of them. Any other kind is listed in `ignored`,
-as are pods that use no claim when others do. A pod asking for an extended resource a DeviceClass
+and every pod is placed, with or without claims (the scheduler's node filters, NodePorts and
+NodeResourcesFit among them, apply to all). A pod asking for an extended resource a DeviceClass
 backs gets the scheduler's implicit claim (`extended`). Every problem is a `WhatIfError` naming
 the document and field.
 """
@@ -35,7 +36,9 @@ from claims.whatif.inputs import (
     load_documents,
 )
 from claims.whatif.nodefilter import NodeFilter
+from claims.whatif.podasks import check_quantities
 from claims.whatif.workloads import MAX_PODS, WORKLOAD_KINDS, expand_workload
+from dralib.kube.normalize.names import dns1123_label
 
 # Claims of one what-if, all pods together (a Deployment's replicas each have their own).
 MAX_TOTAL_CLAIMS = 4 * MAX_CLAIMS
@@ -58,6 +61,8 @@ class InputPod:
     per_node: bool = False
     # The input had claims but no pod: this pod stands for "allocate these together".
     implicit: bool = False
+    # metadata.labels (what other pods' spread constraints and affinity terms select).
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def ref(self) -> str:
@@ -192,6 +197,7 @@ class _Reader:
                 f"{where}: spec.containers: resources",
                 f"DeviceClass {unknown[0].removeprefix(DEVICE_CLASS_PREFIX)!r} not found",
             )
+        check_quantities(spec, where=where)
         if requests:
             implicit = implicit_claim(obj, requests=requests)
             implicit["metadata"]["namespace"] = str(meta.get("namespace") or self.namespace)
@@ -205,6 +211,7 @@ class _Reader:
             node_filter=NodeFilter.from_pod_spec(spec, where=where),
             workload=workload,
             per_node=per_node,
+            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         )
 
 
@@ -220,6 +227,10 @@ def parse_input(
     `extended` maps extended resource names to the DeviceClass backing them
     (`extended.class_mapping`).
     """
+    if namespace is not None and not isinstance(namespace, str):
+        raise WhatIfError("namespace", "expected a namespace name (a string)")
+    if namespace and (reason := dns1123_label(namespace)):
+        raise WhatIfError("namespace", reason)
     documents = load_documents(source)
     ns_default = namespace or DEFAULT_NAMESPACE
     parsed = ParsedInput(namespace=ns_default)
@@ -286,18 +297,7 @@ def parse_input(
     for where, kind, objects, label, per_node in pending:
         if kind == "Pod":
             for obj in objects:
-                pod = reader.pod(obj, where=where, workload=label, per_node=per_node)
-                if pod.claims:
-                    parsed.pods.append(pod)
-                else:
-                    parsed.ignored.append(
-                        {
-                            "document": where,
-                            "kind": "Pod",
-                            "name": pod.name,
-                            "reason": "uses no ResourceClaim",
-                        }
-                    )
+                parsed.pods.append(reader.pod(obj, where=where, workload=label, per_node=per_node))
         elif not has_pod:
             obj = objects[0]
             meta = obj["metadata"]
@@ -323,10 +323,12 @@ def parse_input(
             )
         )
     if not parsed.pods:
-        first_pod = next((w for w, kind, _, _, _ in pending if kind == "Pod"), None)
-        if first_pod is not None:
-            raise WhatIfError(f"{first_pod}: spec.resourceClaims", "the pod uses no ResourceClaim")
-        raise WhatIfError("yaml", "the input asks for no ResourceClaim" + _ignored_note(parsed))
+        if has_pod:
+            # A workload scaled to zero.
+            raise WhatIfError("yaml", "the input makes no pod to place")
+        raise WhatIfError(
+            "yaml", "the input has no pod and no ResourceClaim" + _ignored_note(parsed)
+        )
     if len(parsed.pods) > MAX_PODS:
         raise WhatIfError("yaml", f"at most {MAX_PODS} pods in one what-if")
     if any(len(p.claims) > MAX_CLAIMS for p in parsed.pods) or (

@@ -13,29 +13,44 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
 from django.core.cache import cache
 
-from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
+from claims.models import LimitRange, ResourceClaim, ResourceClaimTemplate, ResourceQuota
 from claims.whatif.admission import api_server_checks, reserved_for_limit
 from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
 from claims.whatif.extended import class_mapping
 from claims.whatif.follow import view_change
-from claims.whatif.inputs import JSON
+from claims.whatif.inputs import JSON, InputClaim
 from claims.whatif.kept import KeptSimulations, assumed_slices
 from claims.whatif.listing import fingerprint_of, table_versions
-from claims.whatif.nodefilter import check_all
+from claims.whatif.nodefilter import check_all, not_modelled
+from claims.whatif.nodefit import NodeLedger, PodDemand
 from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
-from claims.whatif.pods import ParsedInput, distinct_claims, parse_input
-from claims.whatif.quota import admission
-from claims.whatif.state import ClusterView, build_view, cluster_state
+from claims.whatif.podasks import PodAsks, pod_asks
+from claims.whatif.pods import InputPod, ParsedInput, distinct_claims, parse_input
+from claims.whatif.quota import (
+    QuotaObject,
+    admission,
+    admit_in_turn,
+    creations,
+    extended_resource_names,
+)
+from claims.whatif.state import (
+    ClusterSwitching,
+    ClusterView,
+    build_view,
+    cluster_state,
+    complete_state,
+)
 from dashboard.cancel import SHUTTING_DOWN, stop_reason
 from dashboard.timings import observe_whatif_seconds
+from inventory.freshness import SWITCHING, Freshness, cluster_freshness
 from inventory.models import DeviceClass, Namespace, SyncState
 
 log = logging.getLogger(__name__)
@@ -63,36 +78,30 @@ def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
     return obj if isinstance(obj, dict) else None
 
 
-def namespace_quotas(namespace: str) -> list[tuple[str, JSON, JSON]]:
-    """(name, hard, used) of each ResourceQuota of the namespace that applies to claims.
+def namespace_quotas(namespace: str) -> list[QuotaObject]:
+    """The namespace's ResourceQuotas (hard, used, scope selectors), by name.
 
     Upstream's ResourceClaim quota evaluator matches no scope, so a quota with `scopes` or a
-    `scopeSelector` never limits claims: those are left out (see `scoped_quotas`).
+    `scopeSelector` never limits claims; the pod evaluator applies it to the pods it matches.
     """
-
     return [
-        (name, hard or {}, used or {})
+        QuotaObject.from_spec(name, hard or {}, used or {}, (obj or {}).get("spec") or {})
         for name, hard, used, obj in ResourceQuota.objects.filter(namespace=namespace)
         .order_by("name")
         .values_list("name", "hard", "used", "obj")
-        if not _scoped(obj)
     ]
 
 
-def scoped_quotas(namespace: str) -> list[str]:
-    """Names of the namespace's scoped ResourceQuotas (they never apply to claims)."""
-    return [
-        name
-        for name, obj in ResourceQuota.objects.filter(namespace=namespace)
-        .order_by("name")
-        .values_list("name", "obj")
-        if _scoped(obj)
-    ]
-
-
-def _scoped(obj: Any) -> bool:
-    spec = (obj or {}).get("spec") or {} if isinstance(obj, dict) else {}
-    return bool(spec.get("scopes") or (spec.get("scopeSelector") or {}).get("matchExpressions"))
+def namespace_limit_ranges(namespaces: Iterable[str]) -> dict[str, list[JSON]]:
+    """Per namespace, its LimitRanges (as `{"spec": {"limits": ...}}`), by name."""
+    out: dict[str, list[JSON]] = {}
+    for namespace, limits in (
+        LimitRange.objects.filter(namespace__in=sorted(set(namespaces)))
+        .order_by("namespace", "name")
+        .values_list("namespace", "limits")
+    ):
+        out.setdefault(namespace, []).append({"spec": {"limits": limits or []}})
+    return out
 
 
 def namespace_labels(parsed: ParsedInput) -> dict[str, dict[str, str]]:
@@ -231,7 +240,7 @@ def _cache_key(
     parsed: ParsedInput,
     options: Options,
     fingerprint: str,
-    quotas: list[tuple[str, JSON, JSON]],
+    quotas: list[Any],
     *,
     extra: Sequence[Any] = (),
 ) -> str:
@@ -320,9 +329,15 @@ def what_if(
     (the scheduler's implicit claim); ResourceClaims and templates (without any pod: allocated
     together, like one pod's claims); a bare claim spec `{"devices": ...}`; Namespaces (their
     labels decide the admin-access check; without one, the synced Namespace's labels do). Other
-    kinds are listed in `ignored`.
-    Pods are placed one after another, each seeing the devices the previous took; `gang` puts
-    all the input's claims on one node instead (all or nothing).
+    kinds are listed in `ignored`, and so are the scheduler plugins what-if does not run.
+    Pods, with or without claims, are placed one after another, each seeing the devices, cpu,
+    memory, pods and host ports the previous took beside what the synced pods of each node
+    request (NodePorts and NodeResourcesFit, after the namespace's LimitRange defaults) and
+    counting for their spread constraints and pod (anti-)affinity (PodTopologySpread,
+    InterPodAffinity);
+    ResourceQuota admission counts each pod and the claims it creates in turn, and a pod it
+    refuses is not placed. `gang` puts all the input's claims on one node instead (all or
+    nothing).
     Options: `nodes` (names, or one comma-separated text) and `node_selector` (`k=v,k2 in
     (a,b)` or a map) restrict the nodes; `count` copies (of the gang, or of the first pod) are
     placed first-fit in node-name order, each seeing the ones before (headroom; capped at
@@ -338,7 +353,7 @@ def what_if(
     same, with `cancelled` true, when the client went away or the server stops meanwhile.
 
     Returns a JSON-ready dict. About the gang (or the first pod): `nodes` [{node, schedulable,
-    filter?: {filter, reason} (the scheduler filter that removed the node), fits, claims:
+    filter?: {filter, reason, reasons?} (the scheduler filter that removed the node), fits, claims:
     [{claim, devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
     nodeSelector, config}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
     remaining}]}] | error}], `placements` (fitting schedulable nodes: {node, devices, claims}),
@@ -350,12 +365,14 @@ def what_if(
     shared, driverAllocated}], filtered: {counts: {filter: nodes}, nodes: [{node, filter,
     reason}]}, reasons, best}]. Overall: `fits` (every pod placed; None when nothing is
     simulated), `reasons` (lines, when something does not fit), `quota` {namespace, checked,
-    allowed, items: [{quota, resource, hard, used, requested, exceeded}], copiesAllowed,
+    allowed, items: [{quota, resource, hard, used, requested, requestedQuantity, exceeded}],
+    copiesAllowed,
     message, notApplied: [{quota, reason}]}, `apiServer` {checks: [{claim, check, allowed
     (None: unknown), message}], reservedForLimit, servedVersion}, `claims` [{claim, source,
     existing, driverAllocated}], `ignored` [{document, kind, name, reason}], `gang`,
     `driverAllocated` (classic v1alpha2 claims: not simulated), `simulated`, `assumed` (lines),
-    `namespace`, `fingerprint`, `cached`, `elapsedSeconds`.
+    `namespace`, `fingerprint`, `cached`, `elapsedSeconds`, `cluster` {uid, state (live, stale,
+    switching, snapshot), asOf} (`inventory.freshness`: which cluster, how current).
 
     Raises WhatIfError (a ValueError with `.field` and `.message`) for bad input.
     """
@@ -376,17 +393,23 @@ def what_if(
         lookup=lambda kind, ns, name: lookup_object(kind=kind, namespace=ns, name=name),
         extended=extended_resource_mapping(),
     )
-    versions = table_versions()
-    fingerprint = fingerprint_of(versions)
+    versions, fingerprint, label = current_state()
     quotas = namespace_quotas(parsed.namespace)
-    scoped = scoped_quotas(parsed.namespace)
+    limit_ranges = namespace_limit_ranges(p.namespace for p in parsed.pods)
     served = served_claim_version()
     labels = namespace_labels(parsed)
-    key = _cache_key(parsed, options, fingerprint, quotas, extra=[scoped, served, labels])
+    key = _cache_key(
+        parsed,
+        options,
+        fingerprint,
+        [[q.name, q.hard, q.used, list(q.scopes)] for q in quotas],
+        extra=[served, labels, limit_ranges],
+    )
     if use_cache:
         hit = cache.get(key)
         if isinstance(hit, str):
             answer = orjson.loads(hit)
+            answer["cluster"] = label
             answer["cached"] = True
             answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
             observe_whatif_seconds(time.perf_counter() - started)
@@ -399,7 +422,7 @@ def what_if(
                 options=options,
                 view=sim.view,
                 quotas=quotas,
-                scoped_quotas=scoped,
+                limit_ranges=limit_ranges,
                 served_version=served,
                 namespaces=labels,
                 progress=progress,
@@ -408,6 +431,12 @@ def what_if(
         finally:
             sim.end_budget()
         gave_up, cancelled = sim.gave_up, sim.cancelled
+        if sim.view.fingerprint != fingerprint:
+            # A switch began meanwhile: answered from the last complete state, not the one
+            # this key names.
+            label = switching_label(sim.view.freshness) or label
+            use_cache = False
+    answer["cluster"] = label
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if gave_up is not None:
         evaluated = sum(1 for n in answer.get("nodes") or [] if "not evaluated" not in str(n))
@@ -434,20 +463,51 @@ def what_if(
     return answer
 
 
+def current_state() -> tuple[dict[str, str] | None, str, JSON]:
+    """The table versions and fingerprint to answer from, and the answer's `cluster`.
+
+    While the sync is switching the tables may hold two states of the cluster: the answer then
+    comes from the last complete state, says `switching` and that state's cluster and time; with
+    none, ClusterSwitching (a 503). No transaction here (on SQLite each takes the write lock):
+    a switch that begins after this read is caught by the listing, which reads the freshness
+    with the data (`claims.whatif.state.cluster_state`).
+    """
+    versions = table_versions()
+    freshness = cluster_freshness()
+    if freshness.state != SWITCHING:
+        return versions, fingerprint_of(versions), freshness.answer()
+    complete = complete_state()
+    if complete is None:
+        raise ClusterSwitching(freshness)
+    label = switching_label(complete.freshness) or {**freshness.answer(), "asOf": None}
+    return None, complete.fingerprint, label
+
+
+def switching_label(freshness: Freshness | None) -> JSON | None:
+    """The `cluster` of an answer made from a complete state while the sync is switching."""
+    if freshness is None:
+        return None
+    return {**freshness.answer(), "state": SWITCHING}
+
+
 def answer_for(
     parsed: ParsedInput,
     *,
     options: Options,
     view: ClusterView,
-    quotas: list[tuple[str, JSON, JSON]],
-    scoped_quotas: Sequence[str] = (),
+    quotas: Sequence[Any],
+    limit_ranges: Mapping[str, Sequence[JSON]] | None = None,
     served_version: str = "",
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     progress: Progress | None = None,
     simulation: Simulation | None = None,
 ) -> JSON:
-    """The answer for parsed input over a cluster view (no database access).
+    """The answer for parsed input over a cluster view (no database access of its own: the
+    view reads the pods' topology records when a spread constraint or (anti-)affinity first
+    needs them).
 
+    `quotas`: the namespace's `QuotaObject`s (or (name, hard, used) of unscoped ones);
+    `limit_ranges`: per namespace, its LimitRanges (their defaults apply to the input's pods);
     `namespaces` (name -> labels) are the namespaces whose labels are known; by default only
     the input's own Namespace documents.
     """
@@ -458,19 +518,44 @@ def answer_for(
     claims = distinct_claims(pods)
     known = parsed.namespaces if namespaces is None else namespaces
     refused, checks = api_server_checks(claims, namespaces=known, reserved_limit=limit)
+    asks = pods_asks(pods, limit_ranges or {})
     gang = options.gang or len(pods) <= 1
+    dra_backed = frozenset(class_mapping(view.classes))
+    quota_entries = quota_creations(pods, asks, namespace=parsed.namespace)
+    turns = admit_in_turn(
+        creations(quota_entries, extended_names=extended_resource_names(view.classes)),
+        quotas=quotas,
+        extended=extended_resource_names(view.classes).values(),
+    )
+    # Pods the API server's quota admission refuses never reach the scheduler.
+    over_quota = {
+        index: turns[position]
+        for position, index in enumerate(quota_pod_indexes(pods, namespace=parsed.namespace))
+        if index is not None and turns[position]
+    }
     # The top-level answer (per-node fit, headroom, stranded devices) is about the gang or the
     # first pod; `pods` then places every pod one after another.
     focus = pods if gang else pods[:1]
-    simulated = [c for c in distinct_claims(focus) if not c.classic]
-    if simulated:
+    focus_claims = distinct_claims(focus)
+    simulated = [c for c in focus_claims if not c.classic]
+    top = NodeLedger(view.usage, dra_backed=dra_backed, topology=view.topology(known))
+    # A pod without claims is placed too; one whose claims are all classic is not simulated.
+    if focus and (simulated or not focus_claims):
         filters = [p.node_filter for p in focus]
+        demand = PodDemand.total(a.demand for a in asks[: len(focus)])
+
+        def node_check(node: JSON) -> tuple[str, str]:
+            found = check_all(filters, node)
+            return found if found[0] else top.check(node, demand)
+
         answer = evaluate(
             sim,
             simulated,
             options=options,
-            node_check=lambda node: check_all(filters, node),
+            node_check=node_check,
             progress=progress,
+            ledger=top,
+            demand=demand,
         )
         sim.reset()
     else:
@@ -488,6 +573,7 @@ def answer_for(
             "best": [],
             "diagnosis": None,
         }
+    placed = NodeLedger(view.usage, dra_backed=dra_backed, topology=view.topology(known))
     if gang:
         answer["pods"] = gang_pods(answer, pods)
     else:
@@ -499,6 +585,9 @@ def answer_for(
             reserved_limit=limit,
             explain=options.explain,
             progress=progress,
+            ledger=placed,
+            demands=[a.demand for a in asks],
+            over_quota=over_quota,
         )
         if answer["fits"] is not None:
             answer["fits"] = all(p["fits"] for p in answer["pods"])
@@ -512,23 +601,22 @@ def answer_for(
             ),
         ]
     blocking = [refused[c.ref] for c in claims if c.ref in refused]
+    if gang or 0 in over_quota:
+        blocking += [f"pod {pods[i].ref}: {message}" for i, message in sorted(over_quota.items())]
     if blocking:
         answer["fits"] = False if answer["fits"] is not None else None
         answer["reasons"] = [*dict.fromkeys(blocking), *answer["reasons"]]
         if gang:
             for pod in answer["pods"]:
-                pod.update(fits=False, node=None, claims=[], reasons=list(blocking))
+                pod.update(fits=False, node=None, claims=[], reasons=list(dict.fromkeys(blocking)))
     answer["quota"] = admission(
         claims,
         namespace=parsed.namespace,
         quotas=quotas,
         classes=view.classes,
         copies=options.count,
+        pods=quota_entries,
     )
-    answer["quota"]["notApplied"] = [
-        {"quota": name, "reason": "scoped: quota scopes never match ResourceClaims"}
-        for name in scoped_quotas
-    ]
     answer["claims"] = [
         {
             "claim": c.ref,
@@ -543,13 +631,68 @@ def answer_for(
         "reservedForLimit": limit,
         "servedVersion": served_version,
     }
-    answer["ignored"] = list(parsed.ignored) + (
-        [{"document": "", "kind": "DaemonSet", "name": "", "reason": cut_note}] if cut_note else []
+    answer["ignored"] = (
+        list(parsed.ignored)
+        + (
+            [{"document": "", "kind": "DaemonSet", "name": "", "reason": cut_note}]
+            if cut_note
+            else []
+        )
+        + not_modelled(unknown_capacity=sorted(top.unknown_capacity | placed.unknown_capacity))
     )
     answer["gang"] = gang
     answer["driverAllocated"] = [c.ref for c in claims if c.classic]
-    answer["simulated"] = bool(simulated)
+    answer["simulated"] = answer["summary"] is not None
     answer["assumed"] = list(view.assumed)
     answer["namespace"] = parsed.namespace
     answer["fingerprint"] = view.fingerprint
     return answer
+
+
+def pods_asks(
+    pods: Sequence[InputPod], limit_ranges: Mapping[str, Sequence[JSON]]
+) -> list[PodAsks]:
+    """Per pod, what it asks once stored (its namespace's LimitRange defaults applied); the
+    stand-in pod of claims without a pod asks nothing. Copies of one pod share the answer."""
+    out: list[PodAsks] = []
+    seen: dict[tuple[int, str, int], PodAsks] = {}
+    for pod in pods:
+        if pod.implicit:
+            out.append(PodAsks.nothing())
+            continue
+        key = (id(pod.spec), pod.namespace, id(pod.labels))
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = pod_asks(
+                pod.spec,
+                limit_ranges=limit_ranges.get(pod.namespace, ()),
+                where=pod.source,
+                namespace=pod.namespace,
+                labels=pod.labels,
+                node_filter=pod.node_filter,
+            )
+        out.append(found)
+    return out
+
+
+def quota_pod_indexes(pods: Sequence[InputPod], *, namespace: str) -> list[int | None]:
+    """For each quota creation (see `quota_creations`), the index of its pod (None: claims
+    created without a pod, or by a pod of another namespace)."""
+    return [
+        i if not pod.implicit and pod.namespace == namespace else None for i, pod in enumerate(pods)
+    ]
+
+
+def quota_creations(
+    pods: Sequence[InputPod], asks: Sequence[PodAsks], *, namespace: str
+) -> list[tuple[PodAsks | None, list[InputClaim]]]:
+    """Per pod, what quota admission in `namespace` sees it create: the pod itself (when it is
+    a pod of that namespace) and the claims it is first to use."""
+    seen: set[int] = set()
+    out: list[tuple[PodAsks | None, list[InputClaim]]] = []
+    for pod, pod_asks_ in zip(pods, asks, strict=True):
+        mine = [c for c in pod.claims if id(c) not in seen]
+        seen.update(id(c) for c in mine)
+        counted = not pod.implicit and pod.namespace == namespace
+        out.append((pod_asks_ if counted else None, mine))
+    return out

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from claims.devices.availability import consumed_sets, counter_set_units
 from claims.whatif.follow import ViewChange, holder_keys, holders
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
 from claims.whatif.state import ClusterView, selector_cache
@@ -387,20 +388,43 @@ class Simulation:
         self, node: JSON, claims: Sequence[JSON], expressions: Sequence[tuple[str, ...]]
     ) -> list[str]:
         """Free devices on the node that one of the claims' classes would accept."""
+        return self.free_units(node, claims, expressions)[0]
+
+    def free_units(
+        self, node: JSON, claims: Sequence[JSON], expressions: Sequence[tuple[str, ...]]
+    ) -> tuple[list[str], list[str]]:
+        """`free_devices`, and the free physical units among them (`claims.devices.availability`:
+        a device, or the counter set partitions share) as driver/pool/unit: nothing on them
+        allocated, and a device on them that one of the claims' classes would accept."""
         run = self.allocator.new_run(NodeInfo.from_object(node), claims)
         cache = self.allocator.selector_cache
         is_allocated = self.allocator.allocated_state.is_device_allocated
         free: list[str] = []
+        free_units: list[str] = []
         for pool in run.pools:
             if pool.is_incomplete or pool.is_invalid:
                 continue
-            for info in pool.slices:
-                for device in info.devices:
-                    if is_allocated((info.driver, info.pool, device.name)):
-                        continue
-                    if any(_all_match(cache, exprs, device) for exprs in expressions):
-                        free.append(f"{info.driver}/{info.pool}/{device.name}")
-        return free
+            devices = [(info, device) for info in pool.slices for device in info.devices]
+            sets = [consumed_sets(device.consumes_counters_raw) for _, device in devices]
+            names = counter_set_units(sets)
+            # unit -> (anything on it allocated, a free device of the classes on it)
+            units: dict[tuple[bool, str], list[bool]] = {}
+            for (info, device), consumed in zip(devices, sets, strict=True):
+                unit = units.setdefault(
+                    (True, names[consumed[0]]) if consumed else (False, device.name),
+                    [False, False],
+                )
+                if is_allocated((info.driver, info.pool, device.name)):
+                    unit[0] = True
+                elif any(_all_match(cache, exprs, device) for exprs in expressions):
+                    free.append(f"{info.driver}/{info.pool}/{device.name}")
+                    unit[1] = True
+            free_units.extend(
+                f"{pool.driver}/{pool.name}/{name}"
+                for (_, name), (taken, wanted) in units.items()
+                if wanted and not taken
+            )
+        return free, free_units
 
 
 def holder_results(claim: JSON) -> list[JSON]:

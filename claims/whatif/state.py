@@ -13,7 +13,7 @@ import copy
 import gc
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from claims.whatif.inputs import JSON, WhatIfError
@@ -23,9 +23,12 @@ from claims.whatif.listing import (
     forget_cached_rows,
     list_cluster,
 )
+from claims.whatif.nodefit import NodeUsage
 from claims.whatif.options import check_added_devices
+from claims.whatif.podtopology import PodRecord, TopologyLedger
 from claims.whatif.shapes import shape_devices, stamp
 from dralib.allocator import SelectorCache, SliceCache
+from inventory.freshness import SWITCHING, Freshness
 
 # Selector results are keyed by device content, which stays valid across cluster states; a cache
 # past this many entries is dropped so a long-lived worker's memory stays bounded.
@@ -54,6 +57,38 @@ class ClusterView:
     slice_cache: SliceCache
     classic_claims: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
+    # Per node name, what its pods request (`claims.whatif.nodefit`); added nodes have none.
+    usage: dict[str, NodeUsage] = field(default_factory=dict)
+    # Per node name, its pods' records for the topology filters (all of them, or only those
+    # with required anti-affinity); read from the database when a question first needs them.
+    pod_records: Callable[[bool], Mapping[str, Sequence[PodRecord]]] = field(
+        default=lambda anti_affinity_only: {}
+    )
+    # The freshness read with the listing (None for views made by hand).
+    freshness: Freshness | None = None
+
+    def topology(self, namespace_labels: Mapping[str, Mapping[str, str]]) -> TopologyLedger:
+        """A fresh ledger for PodTopologySpread and InterPodAffinity over this view's nodes."""
+        return TopologyLedger(
+            self.nodes,
+            pods=lambda: self.pod_records(False),
+            with_anti_affinity=lambda: self.pod_records(True),
+            namespace_labels=namespace_labels,
+        )
+
+
+class ClusterSwitching(WhatIfError):
+    """The tables hold two states of the cluster (a relist under way) and no complete state
+    was read before: nothing can be answered honestly yet."""
+
+    def __init__(self, freshness: Freshness) -> None:
+        self.freshness = freshness
+        super().__init__("cluster", f"{freshness.why}; try again in a few seconds")
+
+
+def complete_state() -> ClusterListing | None:
+    """The last complete state read (never one read while switching), or None."""
+    return _cached
 
 
 def cluster_state(
@@ -65,6 +100,11 @@ def cluster_state(
     that did not change, so only changed slices are parsed again and their pools rebuilt.
     Reads are made one at a time: requests arriving together after a change wait for one read
     instead of each making their own, and a slower, older read can never replace a newer one.
+
+    A read made while the sync is switching (`inventory.freshness`: another cluster, or a
+    relist under way) may hold two states of the cluster: it is never kept nor returned. The
+    last complete state is returned instead (its fingerprint then differs from the one asked
+    for), or ClusterSwitching raised when there is none.
     """
     global _cached
     wanted = fingerprint or cluster_fingerprint()
@@ -76,6 +116,10 @@ def cluster_state(
         if cached is not None and cached.fingerprint == wanted:
             return cached, _slice_cache
         state = list_cluster(versions=versions)
+        if state.freshness is not None and state.freshness.state == SWITCHING:
+            if cached is None:
+                raise ClusterSwitching(state.freshness)
+            return cached, _slice_cache
         with _lock:
             _slice_cache.retain(state.slices)
             _cached = state
@@ -163,6 +207,9 @@ def build_view(
         fingerprint=state.fingerprint,
         slice_cache=slice_cache,
         classic_claims=list(state.classic_claims),
+        usage=state.usage,
+        pod_records=state.pod_records,
+        freshness=state.freshness,
     )
     added = 0
     for index, change in enumerate(assume):

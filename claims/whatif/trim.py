@@ -22,7 +22,16 @@ __all__ = ["trim_answer"]
 # Lists nested deeper than this are cut with the list that holds them.
 _MAX_DEPTH = 3
 # Top-level keys a last-resort answer keeps when cutting lists is not enough.
-_ESSENTIAL = ("fits", "summary", "gang", "simulated", "namespace", "fingerprint", "gaveUp")
+_ESSENTIAL = (
+    "fits",
+    "summary",
+    "gang",
+    "simulated",
+    "namespace",
+    "fingerprint",
+    "cluster",
+    "gaveUp",
+)
 
 
 def _size(value: Any) -> int:

@@ -1,7 +1,7 @@
 """The kinds the dashboard syncs: API group, plural, scope and the versions each era served.
 
 Versions are listed newest first; discovery watches the first one the server serves. Core kinds
-(Node, Namespace, Pod, ResourceQuota) are always `v1` and need no discovery.
+(Node, Namespace, Pod, ResourceQuota, LimitRange) are always `v1` and need no discovery.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Kind(enum.StrEnum):
     RESOURCE_CLASS = "ResourceClass"
     POD_SCHEDULING_CONTEXT = "PodSchedulingContext"
     NAMESPACE = "Namespace"
+    LIMIT_RANGE = "LimitRange"
 
 
 DRA_GROUP = "resource.k8s.io"
@@ -86,6 +87,7 @@ KINDS: dict[str, KindSpec] = {
         ),
         KindSpec(Kind.POD, "", "pods", True, ("v1",)),
         KindSpec(Kind.RESOURCE_QUOTA, "", "resourcequotas", True, ("v1",)),
+        KindSpec(Kind.LIMIT_RANGE, "", "limitranges", True, ("v1",)),
     )
 }
 

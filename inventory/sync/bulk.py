@@ -275,7 +275,8 @@ def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -
     _load_stored(handler, segment.items)
     changed: list[Pending] = []
     for item in segment.items:
-        if item.pk is not None and item.stored["raw"] == item.raw:
+        # The stored form: a kind may keep less than the object (a pod without claims).
+        if item.pk is not None and item.stored["raw"] == item.columns["raw"]:
             result.unchanged += 1
         else:
             changed.append(item)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -111,7 +111,7 @@ class KindHandler:
     delete: Callable[[list[Any], BatchResult], None]
     topic: str
     namespaced: bool = False
-    # Objects the kind keeps out of the database (pods without claims) are removed instead.
+    # Objects the kind keeps out of the database are removed instead.
     keep: Callable[[JSON], bool] = lambda obj: True
     live_id: Callable[[Any], object] = _pk
     stored_fields: tuple[str, ...] = ()
@@ -120,6 +120,9 @@ class KindHandler:
     written: Callable[[list[Written], BatchResult], None] | None = None
     # Applied to the raw and normalized object before anything is stored (pods: no secrets).
     redact: Callable[[JSON], JSON] | None = None
+    # The stored objects for a snapshot export, in a stable order, when `raw` is not the whole
+    # story (pods kept as a slim projection); by default every row's `raw`.
+    export: Callable[[], Iterable[JSON]] | None = None
 
 
 HANDLERS: dict[str, KindHandler] = {}

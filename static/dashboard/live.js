@@ -6,6 +6,13 @@
  * after the server's refusals (4401: not signed in, 4400: bad topic), which no retry can cure.
  * Daphne turns a refusal during the handshake into HTTP 403, so the browser sees code 1006
  * then: a socket that closes without having opened asks its own page why (see probe()).
+ *
+ * The header's #sync-status badge says how current the data is, not whether the socket is open:
+ * "synced 3 s ago" (ticking from the server's asOf), "stale: ...", "switching clusters: ...",
+ * "snapshot imported 10:00". It reads /freshness/ (inventory/freshness.py) when a `sync` event
+ * arrives and every few seconds besides, so that a watcher that went silent, which publishes
+ * nothing, is noticed too; the banner under the header follows it. A new snapshot import
+ * refreshes every fragment (without Redis its events cannot reach this process).
  */
 (function () {
   "use strict";
@@ -27,6 +34,89 @@
   function topics() {
     var raw = document.body.getAttribute("data-live-topics") || "";
     return raw.split(/\s+/).filter(Boolean);
+  }
+
+  // What the socket follows: the page's topics, plus `sync` for the freshness badge.
+  function socketTopics(wanted) {
+    if (!document.getElementById("sync-status") || wanted.indexOf("sync") >= 0) return wanted;
+    return wanted.concat(["sync"]);
+  }
+
+  var FRESHNESS_POLL_MS = 5000;
+  var freshnessTimer = null;
+  var freshnessBusy = false;
+  // Server time minus browser time, from the last answer: ages are the server's.
+  var skewMs = 0;
+  var lastSnapshot = null;
+
+  function syncBadge() { return document.getElementById("sync-status"); }
+
+  function ageText(seconds) {
+    if (seconds < 90) return Math.max(0, Math.round(seconds)) + " s";
+    if (seconds < 5400) return Math.round(seconds / 60) + " min";
+    if (seconds < 172800) return Math.round(seconds / 3600) + " h";
+    return Math.round(seconds / 86400) + " days";
+  }
+
+  function tickBadge() {
+    var el = syncBadge();
+    if (!el || el.getAttribute("data-state") !== "live") return;
+    var asOf = Date.parse(el.getAttribute("data-as-of") || "");
+    if (isNaN(asOf)) return;
+    el.textContent = "synced " + ageText((Date.now() + skewMs - asOf) / 1000) + " ago";
+  }
+
+  function applyFreshness(f) {
+    var el = syncBadge();
+    if (!el || !f || !f.state) return;
+    var checked = Date.parse(f.checkedAt || "");
+    if (!isNaN(checked)) skewMs = checked - Date.now();
+    el.setAttribute("data-state", f.state);
+    el.setAttribute("data-as-of", f.asOf || "");
+    el.textContent = f.badge || f.state;
+    tickBadge();
+    var banner = document.getElementById("freshness-banner");
+    if (banner) {
+      banner.setAttribute("data-state", f.state);
+      banner.textContent = f.banner || "";
+      banner.hidden = !f.banner;
+    }
+    var snapshot = f.snapshot === null || f.snapshot === undefined ? "" : String(f.snapshot);
+    if (lastSnapshot !== null && snapshot !== lastSnapshot) fragmentsFor("*").forEach(schedule);
+    lastSnapshot = snapshot;
+  }
+
+  function readFreshness() {
+    var el = syncBadge();
+    if (!el || !window.fetch || freshnessBusy) return;
+    freshnessBusy = true;
+    fetch(el.getAttribute("data-url"), {
+      credentials: "same-origin", redirect: "manual", headers: { Accept: "application/json" }
+    })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(applyFreshness)
+      .catch(function () { /* the socket's indicator says when the server is away */ })
+      .then(function () { freshnessBusy = false; });
+  }
+
+  // Soon, once: a burst of sync events reads the freshness once.
+  function freshnessSoon() {
+    if (freshnessTimer) return;
+    freshnessTimer = setTimeout(function () { freshnessTimer = null; readFreshness(); }, 200);
+  }
+
+  function startFreshness() {
+    var el = syncBadge();
+    if (!el) return;
+    var checked = Date.parse(el.getAttribute("data-checked-at") || "");
+    if (!isNaN(checked)) skewMs = checked - Date.now();
+    lastSnapshot = el.getAttribute("data-snapshot") || "";
+    tickBadge();
+    setInterval(tickBadge, 1000);
+    setInterval(function () { if (!document.hidden) readFreshness(); }, FRESHNESS_POLL_MS);
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden) readFreshness();
+    });
   }
 
   function setStatus(state, text) {
@@ -75,6 +165,7 @@
     if (!event || !event.topic) return;
     if (typeof event.seq === "string" && /^[0-9a-f]{1,64}$/.test(event.seq)) lastSeq = event.seq;
     document.body.setAttribute("data-live-last", String(Date.now()));
+    if (event.topic === "sync" || event.kind === "sync") freshnessSoon();
     fragmentsFor(event.topic).forEach(schedule);
   }
 
@@ -82,16 +173,20 @@
     var wanted = topics();
     if (!wanted.length || !("WebSocket" in window)) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    var url = scheme + location.host + "/ws/live/?topics=" + encodeURIComponent(wanted.join(","));
+    var url = scheme + location.host + "/ws/live/?topics=" +
+      encodeURIComponent(socketTopics(wanted).join(","));
     var opened = false;
     socket = new WebSocket(url);
     socket.onopen = function () {
       opened = true;
       var missed = attempt > 0;
       attempt = 0;
-      setStatus("online", "Live");
+      setStatus("online", "connected");
       // Events sent while we were away are lost: refresh everything once.
-      if (missed) fragmentsFor("*").forEach(schedule);
+      if (missed) {
+        fragmentsFor("*").forEach(schedule);
+        freshnessSoon();
+      }
     };
     socket.onmessage = onMessage;
     socket.onclose = function (event) {
@@ -176,6 +271,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (topics().length) setStatus("connecting", "Connecting");
+    startFreshness();
     connect();
   });
 })();

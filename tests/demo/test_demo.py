@@ -182,7 +182,11 @@ def check_consistency(objects: list[dict[str, Any]]) -> None:
             s["name"]: s["resourceClaimName"]
             for s in pod["status"].get("resourceClaimStatuses", [])
         }
-        for entry in pod["spec"]["resourceClaims"]:
+        if pod["status"]["phase"] == "Running":
+            assert pod["spec"]["nodeName"] in nodes
+        else:
+            assert "nodeName" not in pod["spec"]
+        for entry in pod["spec"].get("resourceClaims", []):
             claim_name = entry.get("resourceClaimName") or generated[entry["name"]]
             claim = claims.get((namespace, claim_name))
             assert claim is not None, f"pod {pod['metadata']['name']} misses claim {claim_name}"
@@ -197,6 +201,7 @@ def check_consistency(objects: list[dict[str, Any]]) -> None:
             else:
                 assert "nodeName" not in pod["spec"]
                 assert pod["metadata"]["uid"] not in reserved
+    check_node_room(pods, nodes)
     pod_uids = {pod["metadata"]["uid"] for pod in pods}
     for claim in claims.values():
         for ref in claim["status"].get("reservedFor", []):
@@ -208,6 +213,33 @@ def check_consistency(objects: list[dict[str, Any]]) -> None:
         for key, value in quota["status"]["used"].items():
             assert int(value) == expected[key], f"{quota['metadata']['namespace']} {key}"
             assert int(value) <= int(quota["spec"]["hard"][key])
+
+
+def exact(text: str) -> Any:
+    return Quantity.parse(text).exact
+
+
+def check_node_room(pods: list[dict[str, Any]], nodes: dict[str, dict[str, Any]]) -> None:
+    """What the running pods of a node request fits its allocatable (the demo's pods have no
+    init containers or overhead: the sum of their containers), and no host port is bound twice."""
+    used: dict[str, Counter] = defaultdict(Counter)
+    ports: dict[str, Counter] = defaultdict(Counter)
+    for pod in pods:
+        if pod["status"]["phase"] != "Running":
+            continue
+        node = pod["spec"]["nodeName"]
+        used[node]["pods"] += 1
+        for container in pod["spec"]["containers"]:
+            for name, value in container["resources"].get("requests", {}).items():
+                used[node][name] += exact(value)
+            for port in container.get("ports", []):
+                if port.get("hostPort"):
+                    ports[node][(port.get("protocol", "TCP"), port["hostPort"])] += 1
+    for node, amounts in used.items():
+        allocatable = nodes[node]["status"]["allocatable"]
+        for name, total in amounts.items():
+            assert total <= exact(allocatable[name]), f"{node}: {name} {total}"
+        assert all(count == 1 for count in ports[node].values()), f"{node}: {ports[node]}"
 
 
 def test_same_seed_gives_same_objects() -> None:
@@ -345,6 +377,34 @@ def test_inventory_features(small: list[dict[str, Any]]) -> None:
         for n in by_kind(small, "Node")
     )
     assert ready["True"] > 0 and ready["Unknown"] > 0
+
+
+def test_ordinary_pods_fill_nodes_on_cpu(small: list[dict[str, Any]]) -> None:
+    """Pods without claims run beside the GPU pods: every Ready node runs some, some nodes are
+    nearly full on cpu, and most bind the ingress proxy's host port."""
+    nodes = {n["metadata"]["name"]: n for n in by_kind(small, "Node")}
+    ready = {
+        name
+        for name, n in nodes.items()
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    }
+    cpu: Counter = Counter()
+    plain: Counter = Counter()
+    ingress: set[str] = set()
+    for pod in by_kind(small, "Pod"):
+        if pod["status"]["phase"] != "Running":
+            continue
+        node = pod["spec"]["nodeName"]
+        for container in pod["spec"]["containers"]:
+            cpu[node] += exact(container["resources"]["requests"]["cpu"])
+            if any(p.get("hostPort") == 443 for p in container.get("ports", [])):
+                ingress.add(node)
+        if not pod["spec"].get("resourceClaims"):
+            plain[node] += 1
+    assert set(plain) == ready
+    full = [n for n in ready if cpu[n] >= exact(nodes[n]["status"]["allocatable"]["cpu"]) * 9 / 10]
+    assert full, "no node is filled to 90% of its cpu"
+    assert len(ingress) >= len(ready) // 2
 
 
 def test_churn_keeps_the_cluster_consistent(small: list[dict[str, Any]]) -> None:

@@ -62,11 +62,15 @@ def test_claims_state_allocation_and_reservations(small_cluster):
     assert ResourceClaim.objects.get(name="waiting").state == ClaimState.PENDING
 
 
-def test_only_pods_with_claims_are_kept(small_cluster):
-    """Pods that reference no claims are not stored; untracked kinds are reported."""
-    assert list(Pod.objects.values_list("name", flat=True)) == ["train-0-pod"]
-    assert Pod.objects.get().container_claims == {"main": ["gpu"]}
+def test_only_pods_with_claims_are_kept_whole(small_cluster):
+    """Every pod is stored; one that references no claims as its projection only (no object);
+    untracked kinds are reported."""
+    assert list(Pod.objects.values_list("name", flat=True)) == ["train-0-pod", "web"]
+    assert Pod.objects.get(name="train-0-pod").container_claims == {"main": ["gpu"]}
+    web = Pod.objects.get(name="web")
+    assert (web.uses_claims, web.raw, web.obj, web.resource_claims) == (False, {}, {}, [])
     assert small_cluster.ignored == {"ConfigMap": 1}
+    assert not small_cluster.not_stored
 
 
 def test_namespaces_are_imported_with_their_labels(small_cluster):
@@ -154,8 +158,9 @@ def test_export_then_import_round_trips(small_cluster, tmp_path):
     count = write_snapshot(out, fmt="yaml")
     exported = yaml.safe_load(out.getvalue())
     assert exported["kind"] == "List"
-    # 2 nodes, 1 namespace, 1 class, 2 slices, 2 claims and the one pod that uses a claim.
-    assert count == len(exported["items"]) == 9
+    # 2 nodes, 1 namespace, 1 class, 2 slices, 2 claims, the pod that uses a claim (as it
+    # came) and the one that uses none (its projection, as a pod).
+    assert count == len(exported["items"]) == 10
     path = tmp_path / "export.yaml"
     path.write_text(out.getvalue())
     report = import_files([path])

@@ -40,6 +40,7 @@ _ALL: tuple[ResourceType, ...] = (
     ResourceType("nodes", "Node", "", False, ("no",), True),
     ResourceType("pods", "Pod", "", True, ("po",), True),
     ResourceType("resourcequotas", "ResourceQuota", "", True, ("quota",), True),
+    ResourceType("limitranges", "LimitRange", "", True, ("limits",)),
     ResourceType("namespaces", "Namespace", "", False, ("ns",), True),
     ResourceType("resourceslices", "ResourceSlice", DRA_GROUP, False),
     ResourceType("deviceclasses", "DeviceClass", DRA_GROUP, False),
@@ -53,7 +54,7 @@ _ALL: tuple[ResourceType, ...] = (
 )
 
 RESOURCES: dict[str, ResourceType] = {r.plural: r for r in _ALL}
-CORE_PLURALS: tuple[str, ...] = ("nodes", "pods", "resourcequotas", "namespaces")
+CORE_PLURALS: tuple[str, ...] = ("nodes", "pods", "resourcequotas", "limitranges", "namespaces")
 
 _STRUCTURED = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
 DRA_PLURALS_BY_VERSION: dict[str, tuple[str, ...]] = {

@@ -15,8 +15,8 @@ older version. The internal shape is the resource.k8s.io/v1 JSON, plus:
 - kinds v1 lacks (ResourceClass, PodSchedulingContext, ResourceClaimParameters,
   ResourceClassParameters) keep apiVersion resource.k8s.io/v1alpha2, also when 1.31 served
   PodSchedulingContext as v1alpha3;
-- core kinds (Node, Namespace, Pod, ResourceQuota) stay "v1"; pre-1.31 `resourceClaims[].source`
-  is flattened.
+- core kinds (Node, Namespace, Pod, ResourceQuota, LimitRange) stay "v1"; pre-1.31
+  `resourceClaims[].source` is flattened.
 """
 
 from .errors import NormalizeError

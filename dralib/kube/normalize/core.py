@@ -1,5 +1,5 @@
-"""Core kinds the dashboard reads (Node, Namespace, Pod, ResourceQuota): light checks of the
-fields it uses.
+"""Core kinds the dashboard reads (Node, Namespace, Pod, ResourceQuota, LimitRange): light checks
+of the fields it uses.
 
 Pods from 1.27-1.30 name their claim under `source`; that moves up to the flat 1.31+ form.
 """
@@ -56,6 +56,21 @@ KINDS: dict[str, Obj] = {
     "ResourceQuota": obj(
         spec=obj(hard=MapOf(QUANTITY), scopes=STRINGS),
         status=obj(hard=MapOf(QUANTITY), used=MapOf(QUANTITY)),
+    ),
+    "LimitRange": obj(
+        spec=obj(
+            limits=ListOf(
+                obj(
+                    required=("type",),
+                    type=STR,
+                    max=MapOf(QUANTITY),
+                    min=MapOf(QUANTITY),
+                    default=MapOf(QUANTITY),
+                    defaultRequest=MapOf(QUANTITY),
+                    maxLimitRequestRatio=MapOf(QUANTITY),
+                )
+            )
+        ),
     ),
 }
 

@@ -33,6 +33,7 @@ NAMESPACED_KINDS = frozenset(
         "ResourceClassParameters",
         "Pod",
         "ResourceQuota",
+        "LimitRange",
     }
 )
 

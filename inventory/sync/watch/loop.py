@@ -85,6 +85,10 @@ class WatchOptions:
         return float(self.timeout_seconds + 15)
 
 
+class ClusterUnknown(Exception):
+    """The server no longer says which cluster it is, though it said so before."""
+
+
 class RateMeter:
     """Events per second over a sliding window."""
 
@@ -262,6 +266,14 @@ class KindWatcher:
         except ApiStatusError as exc:
             if exc.status not in (401, 403, 404):
                 raise
+            if exc.status == 404 and self.cluster_uid:
+                # kube-system cannot be deleted: a server without it is a new cluster still
+                # starting at the address. Resuming the cursor there would apply its objects
+                # over the stored cluster's; wait (an error, retried) until it can be told.
+                raise ClusterUnknown(
+                    f"the API server has no kube-system namespace (another cluster starting "
+                    f"at the address?); the stored objects are of cluster {self.cluster_uid}"
+                ) from exc
             # Without `get` on namespaces (older RBAC) the cluster cannot be told apart;
             # the cursor check still catches a server that went back.
             if not self._identity_unknown_logged:

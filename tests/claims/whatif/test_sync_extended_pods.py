@@ -1,4 +1,5 @@
-"""The sync keeps pods that ask for extended resources backed by DRA, beside pods with claims."""
+"""The sync keeps the objects of pods that ask for extended resources backed by DRA, beside pods
+with claims; every other pod is stored as its projection only."""
 
 from __future__ import annotations
 
@@ -21,8 +22,14 @@ def _pod(name: str, limits: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def kept() -> set[str]:
+    """Pods whose whole object is stored."""
+    return set(Pod.objects.filter(uses_claims=True).values_list("name", flat=True))
+
+
 def test_pods_asking_for_dra_backed_resources_are_stored(small) -> None:
-    """The class's extendedResourceName and the deviceclass prefix keep a pod; others do not."""
+    """The class's extendedResourceName and the deviceclass prefix keep a pod's object; the
+    others are stored as their projection, with an empty object."""
     forget_dra_extended_names()
     load_objects(
         [
@@ -32,11 +39,20 @@ def test_pods_asking_for_dra_backed_resources_are_stored(small) -> None:
             _pod("plain", {"cpu": "1"}),
         ]
     )
-    assert set(Pod.objects.values_list("name", flat=True)) == {"by-name", "by-class"}
+    assert kept() == {"by-name", "by-class"}
+    assert set(Pod.objects.values_list("name", flat=True)) == {
+        "by-name",
+        "by-class",
+        "plugin",
+        "plain",
+    }
+    plain = Pod.objects.get(name="plain")
+    assert (plain.raw, plain.obj, plain.cpu_request) == ({}, {}, 1000)
+    assert Pod.objects.get(name="plugin").other_requests == {"vendor.io/fpga": 1}
 
 
 def test_a_new_class_is_seen_after_its_batch(small, django_capture_on_commit_callbacks) -> None:
-    """A class synced later makes the next pod asking for its resource kept."""
+    """A class synced later makes the next pod asking for its resource kept whole."""
     forget_dra_extended_names()
     load_objects([_pod("early", {"vendor.io/fpga": 1})])
     with django_capture_on_commit_callbacks(execute=True):
@@ -51,4 +67,4 @@ def test_a_new_class_is_seen_after_its_batch(small, django_capture_on_commit_cal
             ]
         )
     load_objects([_pod("late", {"vendor.io/fpga": 1})])
-    assert set(Pod.objects.values_list("name", flat=True)) == {"late"}
+    assert kept() == {"late"}

@@ -100,7 +100,7 @@ def test_discovery_names_served_versions_newest_preferred(
     assert {"resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"} <= names
     assert "devicetaintrules" not in names
     core = raw(client.CoreV1Api(api).get_api_resources(_preload_content=False))
-    assert {"nodes", "pods", "resourcequotas", "namespaces"} <= {
+    assert {"nodes", "pods", "resourcequotas", "limitranges", "namespaces"} <= {
         r["name"] for r in core["resources"]
     }
     assert client.VersionApi(api).get_code().minor == "34"
@@ -648,3 +648,22 @@ def test_watch_ends_when_the_client_leaves(server: FakeApiServer, api: client.Ap
     while server.active_watches and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.active_watches == 0
+
+
+def test_limit_ranges_are_served_like_the_other_core_kinds(
+    server: FakeApiServer, api: client.ApiClient
+) -> None:
+    """A LimitRange is listed across namespaces and in its own, as core/v1 serves it."""
+    server.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "defaults", "namespace": "team"},
+            "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "500m"}}]},
+        }
+    )
+    core = client.CoreV1Api(api)
+    listed = raw(core.list_limit_range_for_all_namespaces(_preload_content=False))
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["defaults"]
+    mine = raw(core.list_namespaced_limit_range("team", _preload_content=False))
+    assert mine["items"][0]["spec"]["limits"][0]["defaultRequest"] == {"cpu": "500m"}

@@ -111,6 +111,7 @@ def test_request_with_only_zero_inline_fields_has_no_exactly() -> None:
         ),
         (("v1", "Pod"), ("v1", "Pod")),
         (("v1", "Namespace"), ("v1", "Namespace")),
+        (("v1", "LimitRange"), ("v1", "LimitRange")),
     ],
 )
 def test_supported_table(served: tuple[str, str], internal: tuple[str, str]) -> None:
@@ -122,7 +123,7 @@ def test_supported_excludes_unserved_pairs() -> None:
     """Pairs no Kubernetes release served are absent, so discovery never picks them."""
     assert ("resource.k8s.io/v1beta1", "DeviceTaintRule") not in SUPPORTED
     assert ("resource.k8s.io/v1", "ResourceClass") not in SUPPORTED
-    assert len(SUPPORTED) == 31
+    assert len(SUPPORTED) == 32
 
 
 def test_to_version_keeps_classic_for_v1() -> None:

@@ -110,8 +110,6 @@ def server_state(server: FakeApiServer, kind: str) -> dict[str, str]:
     spec = KINDS[kind]
     state = {}
     for obj in server.objects(spec.plural):
-        if kind == "Pod" and not (obj.get("spec") or {}).get("resourceClaims"):
-            continue
         state[obj["metadata"]["uid"]] = obj["metadata"]["resourceVersion"]
     return state
 
