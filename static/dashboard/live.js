@@ -74,6 +74,7 @@
     el.setAttribute("data-state", f.state);
     el.setAttribute("data-as-of", f.asOf || "");
     el.textContent = f.badge || f.state;
+    el.title = el.textContent + " (the sync status page says more)";
     tickBadge();
     var banner = document.getElementById("freshness-banner");
     if (banner) {
