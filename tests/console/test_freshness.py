@@ -104,6 +104,10 @@ def test_an_imported_snapshot_says_so_not_live(db, viewer_client: Client) -> Non
     state, text, shown, _ = header(viewer_client, reverse("overview"))
     assert state == "snapshot" and text.startswith("snapshot imported ")
     assert not shown
+    # The overview's sync card says the same, not "the sync has not run yet".
+    body = viewer_client.get(reverse("overview")).content.decode()
+    assert "No sync runs here: snapshot imported " in body
+    assert "The sync has not run yet" not in body
 
 
 def test_nothing_synced_is_stale_not_live(db, viewer_client: Client) -> None:
