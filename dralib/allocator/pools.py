@@ -389,11 +389,10 @@ class SliceCache:
                 del self._by_id[key]
             kept_infos = {id(info) for info in self._by_id.values()}
         if dropped:
-            # list() copies in one step; allocators may add pools meanwhile.
-            built = list(self.pools.items())
+            built = _copy_of(self.pools)
             self.pools = {
                 key: pool
-                for key, pool in built
+                for key, pool in built.items()
                 if all(id(info) in kept_infos for part in key[1:] for info in part)
             }
         return len(dropped)
@@ -410,10 +409,10 @@ class SliceCache:
         if dropped:
             dropped_infos = {id(info) for info in dropped}
             # In place, unlike `retain`: long-lived allocators share this very map (their
-            # PoolBuilder holds it), and must not keep the forgotten pools alive. list() copies
+            # PoolBuilder holds it), and must not keep the forgotten pools alive. The copy is made
             # in one step; allocators may add pools meanwhile, and a pool removed under an
             # allocator that still wants it is only built again.
-            for key, _ in list(self.pools.items()):
+            for key in _copy_of(self.pools):
                 if any(id(info) in dropped_infos for part in key[1:] for info in part):
                     self.pools.pop(key, None)
         return len(dropped)
@@ -423,6 +422,20 @@ class SliceCache:
         with self._lock:
             self._by_id.clear()
             self.pools = {}
+
+
+def _copy_of(pools: dict[Any, Pool]) -> dict[Any, Pool]:
+    """A copy of a pool map other threads add to without the lock.
+
+    dict.copy() runs in C, but an allocation inside it may start the cyclic collector, whose
+    finalizers can hand the interpreter to a thread that adds a pool: the copy then raises
+    RuntimeError (seen under load). Adding only ever grows the map, so copying again succeeds.
+    """
+    while True:
+        try:
+            return pools.copy()
+        except RuntimeError:
+            continue
 
 
 def _parse_device(raw: Any, *, driver: str, where: str) -> DeviceInfo:
