@@ -139,6 +139,42 @@ def pod_name(rng: random.Random, app: str) -> str:
     return f"{app}-{random_suffix(rng, 9)}-{random_suffix(rng)}"
 
 
+def _pending_pod(
+    *,
+    rng: random.Random,
+    namespace: str,
+    name: str,
+    app: str,
+    container: dict[str, Any],
+    created: str,
+    resource_claims: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A Pending, unscheduled pod of one container, as a Deployment's controller creates it."""
+    spec: dict[str, Any] = {"containers": [container]}
+    if resource_claims is not None:
+        spec["resourceClaims"] = resource_claims
+    spec.update(
+        restartPolicy="Always",
+        schedulerName="default-scheduler",
+        serviceAccountName="default",
+        terminationGracePeriodSeconds=30,
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata(
+            name=name,
+            namespace=namespace,
+            uid=new_uid(rng),
+            created=created,
+            generation=1,
+            labels={"app.kubernetes.io/name": app},
+        ),
+        "spec": spec,
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
 def pod_object(
     *,
     rng: random.Random,
@@ -153,37 +189,24 @@ def pod_object(
     for pod_claim, source, ref in claims:
         field = "resourceClaimTemplateName" if source == "template" else "resourceClaimName"
         resource_claims.append({"name": pod_claim, field: ref})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata(
-            name=name,
-            namespace=namespace,
-            uid=new_uid(rng),
-            created=created,
-            generation=1,
-            labels={"app.kubernetes.io/name": app},
-        ),
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": IMAGES.get(app, IMAGES["batch"]),
-                    "resources": {
-                        "requests": {"cpu": "8", "memory": "64Gi"},
-                        "limits": {"memory": "64Gi"},
-                        "claims": [{"name": pod_claim} for pod_claim, _, _ in claims],
-                    },
-                }
-            ],
-            "resourceClaims": resource_claims,
-            "restartPolicy": "Always",
-            "schedulerName": "default-scheduler",
-            "serviceAccountName": "default",
-            "terminationGracePeriodSeconds": 30,
+    container = {
+        "name": "main",
+        "image": IMAGES.get(app, IMAGES["batch"]),
+        "resources": {
+            "requests": {"cpu": "8", "memory": "64Gi"},
+            "limits": {"memory": "64Gi"},
+            "claims": [{"name": pod_claim} for pod_claim, _, _ in claims],
         },
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
     }
+    return _pending_pod(
+        rng=rng,
+        namespace=namespace,
+        name=name,
+        app=app,
+        container=container,
+        created=created,
+        resource_claims=resource_claims,
+    )
 
 
 def service_pod_object(
@@ -210,26 +233,9 @@ def service_pod_object(
         container["ports"] = [
             {"containerPort": host_port, "hostPort": host_port, "protocol": "TCP"}
         ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata(
-            name=name,
-            namespace=namespace,
-            uid=new_uid(rng),
-            created=created,
-            generation=1,
-            labels={"app.kubernetes.io/name": app},
-        ),
-        "spec": {
-            "containers": [container],
-            "restartPolicy": "Always",
-            "schedulerName": "default-scheduler",
-            "serviceAccountName": "default",
-            "terminationGracePeriodSeconds": 30,
-        },
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
-    }
+    return _pending_pod(
+        rng=rng, namespace=namespace, name=name, app=app, container=container, created=created
+    )
 
 
 def pending_status(pod: dict[str, Any], *, nodes: int, now: str) -> None:
