@@ -226,8 +226,21 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 plurals = resources.DRA_PLURALS_BY_VERSION[version]
                 group_version = f"{DRA_GROUP}/{version}"
                 self._resource(parts[3:], query, group_version=group_version, plurals=plurals)
+        elif len(parts) >= 2 and parts[0] == "apis" and parts[1] in resources.FIXED_GROUPS:
+            self._fixed_group(parts[1], parts[2:], query)
         else:
             self._not_found()
+
+    def _fixed_group(self, group: str, rest: list[str], query: dict[str, str]) -> None:
+        version, plurals = resources.FIXED_GROUPS[group]
+        if not rest:
+            self._send_json(200, resources.fixed_group(group))
+        elif rest[0] != version:
+            self._not_found()
+        elif len(rest) == 1:
+            self._send_json(200, resources.fixed_resource_list(group))
+        else:
+            self._resource(rest[1:], query, group_version=f"{group}/{version}", plurals=plurals)
 
     def _resource(
         self,

@@ -2,8 +2,9 @@
 
 The tables follow what real API servers registered in each DRA era (see the version table in
 DESIGN.md): v1alpha2 is the classic 1.27-1.30 API, v1alpha3 the 1.31-1.33 structured-parameters
-API, v1beta1/v1beta2/v1 the later ones. Plurals are unique across the core group and
-resource.k8s.io, so the store keys objects by plural alone.
+API, v1beta1/v1beta2/v1 the later ones. Groups GA long before DRA (scheduling.k8s.io, policy)
+are served at their one version whatever the era. Plurals are unique across all groups, so the
+store keys objects by plural alone.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 DRA_GROUP = "resource.k8s.io"
 # Newest first: this is also the priority order real servers use in /apis.
 DRA_VERSIONS: tuple[str, ...] = ("v1", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2")
+SCHEDULING_GROUP = "scheduling.k8s.io"
+POLICY_GROUP = "policy"
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 _STATUS_VERBS = ["get", "patch", "update"]
@@ -51,10 +54,19 @@ _ALL: tuple[ResourceType, ...] = (
     ResourceType("podschedulingcontexts", "PodSchedulingContext", DRA_GROUP, True, (), True),
     ResourceType("resourceclaimparameters", "ResourceClaimParameters", DRA_GROUP, True),
     ResourceType("resourceclassparameters", "ResourceClassParameters", DRA_GROUP, True),
+    ResourceType("priorityclasses", "PriorityClass", SCHEDULING_GROUP, False, ("pc",)),
+    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", POLICY_GROUP, True, ("pdb",), True),
 )
 
 RESOURCES: dict[str, ResourceType] = {r.plural: r for r in _ALL}
 CORE_PLURALS: tuple[str, ...] = ("nodes", "pods", "resourcequotas", "limitranges", "namespaces")
+
+# Groups every supported release (1.27+) serves at one GA version, whatever its DRA era:
+# group -> (version, plurals). They are listed in /apis beside resource.k8s.io.
+FIXED_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    SCHEDULING_GROUP: ("v1", ("priorityclasses",)),
+    POLICY_GROUP: ("v1", ("poddisruptionbudgets",)),
+}
 
 _STRUCTURED = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
 DRA_PLURALS_BY_VERSION: dict[str, tuple[str, ...]] = {
@@ -201,13 +213,38 @@ def dra_group(served: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+def fixed_group(group: str) -> dict[str, Any]:
+    """The APIGroup document of one of FIXED_GROUPS."""
+    version = FIXED_GROUPS[group][0]
+    entry = {"groupVersion": f"{group}/{version}", "version": version}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": group,
+        "versions": [entry],
+        "preferredVersion": entry,
+    }
+
+
+def fixed_resource_list(group: str) -> dict[str, Any]:
+    """The /apis/<group>/<version> APIResourceList of one of FIXED_GROUPS."""
+    version, plurals = FIXED_GROUPS[group]
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}",
+        "resources": _resource_entries(sorted(plurals)),
+    }
+
+
 def group_list(served: tuple[str, ...]) -> dict[str, Any]:
-    """The /apis APIGroupList; empty when the cluster has no DRA."""
+    """The /apis APIGroupList: the fixed groups, and resource.k8s.io when DRA is served."""
     groups = []
-    if served:
-        group = dra_group(served)
-        del group["kind"], group["apiVersion"]
-        groups.append(group)
+    for document in [fixed_group(g) for g in FIXED_GROUPS] + (
+        [dra_group(served)] if served else []
+    ):
+        del document["kind"], document["apiVersion"]
+        groups.append(document)
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
