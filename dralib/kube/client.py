@@ -186,7 +186,7 @@ class WatchStream:
 
 
 class KubeClient:
-    """Raw GET and watch requests against one API server, through the official client."""
+    """Raw GET, watch and create requests against one API server, through the official client."""
 
     def __init__(
         self,
@@ -253,6 +253,47 @@ class KubeClient:
             raise TransportError(f"GET {path}: the body is not JSON ({len(body)} bytes)") from exc
         if not isinstance(parsed, dict):
             raise TransportError(f"GET {path}: the body is not a JSON object")
+        return parsed
+
+    def create(self, path: str, body: JSON) -> JSON:
+        """POST `body` to `path` (a create, such as a SubjectAccessReview) and return the
+        decoded answer; raises KubeError subclasses, ApiStatusError for a refusal."""
+        method, url, headers, data, _ = self.api_client.param_serialize(
+            method="POST",
+            resource_path=path,
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(
+                method,
+                url,
+                header_params=headers,
+                body=data,
+                _request_timeout=(self.connect_timeout, self.request_timeout),
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(f"POST {path} failed: {_reason(exc)}") from exc
+        except kube_client.ApiException as exc:
+            raise TransportError(f"POST {path} failed: {exc.reason}") from exc
+        raw: urllib3.BaseHTTPResponse = response.response
+        try:
+            answer = raw.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(f"POST {path}: body broke off: {_reason(exc)}") from exc
+        finally:
+            raw.release_conn()
+        if not 200 <= raw.status < 300:
+            raise status_error(
+                raw.status, answer, path=path, retry_after=raw.headers.get("Retry-After")
+            )
+        try:
+            parsed = loads(answer)
+        except ValueError as exc:
+            raise TransportError(f"POST {path}: the answer is not JSON") from exc
+        if not isinstance(parsed, dict):
+            raise TransportError(f"POST {path}: the answer is not a JSON object")
         return parsed
 
     def watch(self, path: str, query: Query, *, read_timeout: float) -> WatchStream:

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from dralib.kube.fakeapi import options, resources
+from dralib.kube.fakeapi import authz, options, resources
 from dralib.kube.fakeapi.faults import Fault, FaultPlan, Verb
 from dralib.kube.fakeapi.resources import DRA_GROUP, ResourceType
 from dralib.kube.fakeapi.selectors import (
@@ -56,6 +56,7 @@ class ServedApp(Protocol):
     watch_list: bool
     list_items_with_type_meta: bool
     continue_expired_token: bool
+    rbac: authz.RbacTable
     _store: ObjectStore
     _faults: FaultPlan
     _stopping: threading.Event
@@ -73,6 +74,13 @@ class ServedApp(Protocol):
 
 
 _POLL = 0.25
+# A SubjectAccessReview is a few hundred bytes; the API server caps request bodies at 3 MiB.
+_MAX_BODY = 3 * 1024 * 1024
+
+
+def loads_body(data: bytes) -> Any:
+    """A request body as JSON (ValueError when it is not)."""
+    return orjson.loads(data)
 
 
 class FakeHttpServer(ThreadingHTTPServer):
@@ -198,7 +206,48 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
     def _reject(self) -> None:
         self._send_status(405, "MethodNotAllowed", f"the server does not allow {self.command} here")
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _reject
+    do_PUT = do_PATCH = do_DELETE = _reject
+
+    def do_POST(self) -> None:
+        # The one create the server answers: a SubjectAccessReview (a review is computed, never
+        # stored). Everything else stays read-only.
+        url = urlsplit(self.path)
+        self.app._record_request("POST", url.path, {})
+        if self.app.token and self.headers.get("Authorization") != f"Bearer {self.app.token}":
+            self._send_status(401, "Unauthorized", "Unauthorized")
+            return
+        if url.path.rstrip("/") != f"/apis/{authz.AUTHORIZATION_GROUP}/v1/subjectaccessreviews":
+            # The body stays unread: the connection cannot carry another request.
+            self.close_connection = True
+            self._reject()
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 < length <= _MAX_BODY:
+            self.close_connection = True
+            self._send_status(400, "BadRequest", "the request body is missing or too large")
+            return
+        try:
+            review = loads_body(self.rfile.read(length))
+        except ValueError as exc:
+            self._send_status(400, "BadRequest", f"couldn't decode the body: {exc}")
+            return
+        kind = review.get("kind") if isinstance(review, dict) else None
+        if kind not in (None, authz.SAR_KIND):
+            self._send_status(400, "BadRequest", f"a {kind} is not a {authz.SAR_KIND}")
+            return
+        causes = authz.validate_review(review)
+        if causes:
+            joined = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+            message = f'{authz.SAR_KIND}.{authz.AUTHORIZATION_GROUP} "" is invalid: ' + (
+                joined if len(causes) == 1 else f"[{joined}]"
+            )
+            details = {"group": authz.AUTHORIZATION_GROUP, "kind": authz.SAR_KIND, "causes": causes}
+            self._send_status(422, "Invalid", message, details)
+            return
+        self._send_json(201, authz.answer_review(self.app.rbac, review))
 
     def _route(self, path: str, query: dict[str, str]) -> None:
         parts = [p for p in path.split("/") if p]

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from dralib.kube.documents import dump_yaml
+from dralib.kube.fakeapi.authz import RbacTable
 from dralib.kube.fakeapi.faults import Fault, FaultKind, FaultPlan, Verb
 from dralib.kube.fakeapi.handler import FakeHttpServer
 from dralib.kube.fakeapi.resources import validate_versions
@@ -89,6 +90,8 @@ class FakeApiServer:
                 "metadata": {"name": "kube-system", "uid": self.cluster_uid},
             }
         )
+        # RBAC objects SubjectAccessReviews are answered from (`load_rbac`); empty: none allowed.
+        self.rbac = RbacTable()
         self._faults = FaultPlan()
         self._stopping = threading.Event()
         self._lock = threading.Condition()
@@ -171,6 +174,10 @@ class FakeApiServer:
     def delete(self, kind_or_plural: str, *, name: str, namespace: str | None = None) -> Obj:
         """Delete an object by kind or plural (emits DELETED); KeyError if it does not exist."""
         return self._store.delete(kind_or_plural, name=name, namespace=namespace)
+
+    def load_rbac(self, objects: Iterable[Obj]) -> None:
+        """Replace the Roles, ClusterRoles and bindings SubjectAccessReviews are answered from."""
+        self.rbac.load(objects)
 
     def compact(self) -> None:
         """Drop the change history: older resourceVersions and continue tokens now get 410."""
