@@ -1,67 +1,58 @@
-"""Render time of every page at 1,000 nodes: `python -m tests.benchmarks.bench_pages [nodes]`.
+"""Benchmark: every page, pool-status and /metrics through HTTP on a fresh server, as users meet
+them.
 
-Loads the demo cluster into a scratch SQLite database (DASHBOARD_VAR_DIR), then renders each
-page a few times with the test client and prints the slowest time and the query count.
+Run: .venv/bin/python tests/benchmarks/bench_pages.py [--nodes 1000] [--runs 5] [--keep DIR]
+Loads the demo cluster into an on-disk database (a SQLite file, or a fresh PostgreSQL database
+when DASHBOARD_DATABASE_URL names one), starts the server on it as `bin/run` does (uvicorn via
+`console.serve`, no sync) and asks over loopback, signed in by a session cookie:
+
+* the first `/` after start (nothing warmed: whatever a page needs is computed then);
+* the first request of every other page, then the median of `--runs` requests of each;
+* on a second fresh server, the first `/metrics` scrape after start, then the median of a few
+  (and its size);
+* the server's peak RSS after all of it.
+
+Each figure prints the server's CPU time (judged against the goal: ≤ 300 ms for every page and
+a scrape, ≤ 1 MB a scrape, ≤ 800 MB server RSS) beside the wall time. `--keep DIR` keeps the
+SQLite file in DIR and reuses it when it already holds the cluster (loading takes minutes at
+5,000 nodes).
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import argparse
 import tempfile
 import time
+from pathlib import Path
+
+from _measure import RUNS, Sample, Server, load_average, memory_line, report, session_cookie
+from _server import load_demo, setup_shared_database, start_server
+
+PAGE_GOAL_MS = 300.0
+METRICS_BYTES_GOAL = 1_000_000
+RSS_GOAL_MB = 800.0
 
 
-def main(nodes: int) -> None:
-    os.environ.setdefault("DASHBOARD_VAR_DIR", tempfile.mkdtemp(prefix="bench-ui-"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    from claims.devices.history import take_sample
+def _pages() -> list[str]:
+    """The pages to time, with real names of the loaded cluster in their URLs."""
     from claims.models import ResourceClaim
     from inventory.models import Device, Node, Pool
-    from tests.console.demo import load_demo
 
-    settings.ALLOWED_HOSTS = ["testserver"]
-    call_command("migrate", verbosity=0)
-    started = time.perf_counter()
-    # Reuse a database loaded by an earlier run (same DASHBOARD_VAR_DIR): loading takes minutes.
-    if not Node.objects.exists():
-        load_demo(nodes=nodes, seed=1)
-        take_sample()
-    print(
-        f"loaded {nodes} nodes in {time.perf_counter() - started:.1f}s: "
-        f"{Device.objects.count()} devices, {ResourceClaim.objects.count()} claims"
-    )
-    # DeviceClass counts: membership by CEL (cold: computed) and from the cache (warm).
-    from claims.devices.classes import class_utilisation, forget_membership
-
-    forget_membership()
-    for label in ("cold", "warm", "warm"):
-        begin = time.perf_counter()
-        class_utilisation()
-        print(f"class counts ({label}) {(time.perf_counter() - begin) * 1000:7.0f} ms")
-    user, _ = User.objects.get_or_create(username="bench")
-    client = Client()
-    client.force_login(user)
     pool = Pool.objects.order_by("-device_count").first()
     claim = ResourceClaim.objects.filter(state="reserved").first()
-    node = Node.objects.first()
-    device = Device.objects.filter(pool=pool).first()
-    urls = [
+    node = Node.objects.order_by("name").first()
+    device = Device.objects.filter(pool=pool).order_by("name").first()
+    assert pool and claim and node and device, "the demo cluster did not load"
+    return [
         "/",
+        "/leaks/",
+        "/api/inventory/pool-status/?limit=1000",
+        "/api/inventory/availability/",
         "/pools/",
         "/pools/?page=5",
         "/nodes/",
         "/nodes/?page=10",
+        "/devices/",
         "/claims/",
         "/claims/?state=pending",
         "/templates/",
@@ -72,19 +63,88 @@ def main(nodes: int) -> None:
         f"/devices/{device.driver}/{device.pool_name}/{device.name}/",
         f"/nodes/{node.name}/",
         f"/claims/{claim.namespace}/{claim.name}/",
-        "/leaks/",
-        "/api/inventory/pool-status/?limit=1000",
     ]
-    for url in urls:
-        worst = 0.0
-        for _ in range(3):
-            with CaptureQueriesContext(connection) as ctx:
-                begin = time.perf_counter()
-                response = client.get(url)
-                worst = max(worst, time.perf_counter() - begin)
-            assert response.status_code == 200, url
-        print(f"{url:50s} {worst * 1000:7.0f} ms {len(ctx.captured_queries):3d} queries")
+
+
+def _load(nodes: int, seed: int) -> None:
+    from claims.devices.history import take_sample
+    from claims.models import ResourceClaim
+    from inventory.models import Device, Node
+
+    started = time.perf_counter()
+    if Node.objects.exists():
+        print(f"reusing the loaded database: {Node.objects.count()} nodes")
+    else:
+        load_demo(nodes, seed=seed)
+        take_sample()
+        print(f"loaded the {nodes}-node demo cluster in {time.perf_counter() - started:.0f} s")
+    print(f"{Device.objects.count()} devices, {ResourceClaim.objects.count()} claims")
+
+
+def _measure(url: str, cookie: str, runs: int) -> None:
+    from django.db import connection
+
+    pages = _pages()
+    connection.close()
+    process, base = start_server(url)
+    server = Server(process.pid, base, {"Cookie": cookie})
+    try:
+        print(f"pages, fresh server ({load_average()}):")
+        first: dict[str, Sample] = {}
+        for path in pages:
+            first[path] = server.request(path)
+            assert first[path].status == 200, path
+            label = "first / after start" if path == "/" else f"first {path}"
+            report(label, [first[path]], goal_ms=PAGE_GOAL_MS)
+        print(f"pages, later requests ({load_average()}):")
+        for path in pages:
+            report(path, [server.request(path) for _ in range(runs)], goal_ms=PAGE_GOAL_MS)
+        print(memory_line(process.pid, goal_mb=RSS_GOAL_MB))
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+    process, base = start_server(url)
+    server = Server(process.pid, base, {"Cookie": cookie})
+    try:
+        print(f"/metrics, fresh server ({load_average()}):")
+        report(
+            "first /metrics after start",
+            [server.request("/metrics")],
+            goal_ms=PAGE_GOAL_MS,
+            size_goal=METRICS_BYTES_GOAL,
+        )
+        report(
+            "/metrics",
+            [server.request("/metrics") for _ in range(runs)],
+            goal_ms=PAGE_GOAL_MS,
+            size_goal=METRICS_BYTES_GOAL,
+        )
+        print(memory_line(process.pid, goal_mb=RSS_GOAL_MB))
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) the SQLite file here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        where = Path(scratch)
+        if args.keep:
+            where = args.keep / f"pages-{args.nodes}-{args.seed}"
+            where.mkdir(parents=True, exist_ok=True)
+        url = setup_shared_database(where)
+        from django.db import connection
+
+        print(f"database: {connection.vendor}, on disk")
+        _load(args.nodes, args.seed)
+        _measure(url, session_cookie(), args.runs)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)
+    main()
