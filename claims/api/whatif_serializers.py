@@ -111,6 +111,11 @@ class WhatIfStageSerializer(serializers.Serializer):
     remaining = serializers.IntegerField(help_text="devices left after this stage")
 
 
+class WhatIfTakenSerializer(serializers.Serializer):
+    device = serializers.CharField(help_text="driver/pool/device")
+    stage = serializers.CharField(help_text='"already allocated" or "counters or capacity"')
+
+
 class WhatIfRequestReportSerializer(serializers.Serializer):
     """Why one request of a claim does not fit a node: the filter funnel, stage by stage."""
 
@@ -120,6 +125,11 @@ class WhatIfRequestReportSerializer(serializers.Serializer):
     stage = serializers.CharField(help_text='the stage that left too few devices ("": none)')
     reason = serializers.CharField()
     stages = WhatIfStageSerializer(many=True)
+    taken = WhatIfTakenSerializer(
+        many=True,
+        help_text="devices only other claims keep from this request (at most 32): "
+        "held (already allocated) or their counters or capacity used up",
+    )
 
 
 class WhatIfFilterSerializer(serializers.Serializer):

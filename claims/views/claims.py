@@ -35,6 +35,7 @@ from claims.models import (
 from claims.pages import other_quota_rows, quota_rows, template_claim_counts
 from claims.templates import template_names
 from claims.views.missing import not_found
+from claims.whatif.diagnosis import diagnose_claim
 from dashboard.views import (
     apply_filters,
     apply_ordering,
@@ -148,6 +149,13 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
     if download is not None:
         return download
     reservations = list(claim.reservations.all())
+    if claim.state == ClaimState.PENDING:
+        # Made now when none was made on the current cluster state (within the diagnosis
+        # budget, once however many open it together); stored, so the next opening reads it.
+        made = diagnose_claim(namespace, name)
+        if made is not None and made != claim.diagnosis:
+            claim.diagnosis = made
+            claim.refresh_from_db(fields=["diagnosed_at"])
     diagnosis = claim.diagnosis if isinstance(claim.diagnosis, dict) else None
     waiting = [str(p) for p in (diagnosis or {}).get("pods") or []]
     wanted = {r.name for r in reservations} | set(waiting) | {claim.owner_pod} - {""}

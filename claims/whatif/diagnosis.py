@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +26,7 @@ from django.utils import timezone
 
 from claims.models import Pod, ResourceClaim
 from claims.whatif.engine import Simulation, evaluate
+from claims.whatif.holders import with_holders
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.listing import fingerprint_of, table_versions
 from claims.whatif.nodefilter import NodeFilter
@@ -33,6 +36,10 @@ from dashboard.live import publish_changes
 from inventory.freshness import SWITCHING, cluster_freshness
 
 log = logging.getLogger(__name__)
+
+# Answers computed by this process (shared ones once): tests count them to prove single flight.
+COMPUTED = [0]
+_computed_lock = threading.Lock()
 
 _LAST_RUN_KEY = "whatif:diagnoses:last"
 # The name shared computations use; never a valid claim name (it has upper-case letters).
@@ -81,6 +88,7 @@ def _compact(answer: JSON, pods: list[str], fingerprint: str) -> JSON:
         "best": answer.get("best") or [],
         "reasons": answer.get("reasons") or [],
         "requests": (answer.get("diagnosis") or {}).get("requests") or [],
+        "node": (answer.get("diagnosis") or {}).get("node"),
         "pods": pods,
         "fingerprint": fingerprint,
     }
@@ -105,6 +113,82 @@ def _own(answer: JSON, *, namespace: str, name: str) -> JSON:
         json.dumps(f"{namespace}/{_PLACEHOLDER}")[1:-1], json.dumps(f"{namespace}/{name}")[1:-1]
     )
     return dict(json.loads(text))
+
+
+def _shared_answer(
+    sim: Simulation, *, obj: JSON, namespace: str, pods: list[JSON], pod_names: list[str]
+) -> JSON:
+    """The what-if answer for a claim spec under a placeholder name, with the holders of the
+    devices it could use; counted in `COMPUTED`."""
+    constraints = pods[0]["constraints"] if pods else {}
+    meta = {**(obj.get("metadata") or {}), "name": _PLACEHOLDER, "namespace": namespace}
+    claim = InputClaim(
+        obj={**obj, "metadata": meta}, source=f"ResourceClaim {namespace}/{_PLACEHOLDER}"
+    )
+    where = f"Pod {namespace}/{pod_names[0]}" if pod_names else f"ResourceClaim {namespace}"
+    node_filter = _node_filter(constraints, where=where)
+    with _computed_lock:
+        COMPUTED[0] += 1
+    sim.start_budget(settings.DIAGNOSIS_BUDGET_SECONDS)
+    try:
+        answer = evaluate(
+            sim, [claim], options=Options(), node_check=node_filter.check, with_stranded=False
+        )
+    except WhatIfError as exc:
+        answer = {"fits": False, "error": exc.as_dict(), "reasons": [str(exc)]}
+    finally:
+        sim.end_budget()
+    if sim.gave_up is not None:
+        answer["reasons"] = [
+            f"diagnosis gave up after {settings.DIAGNOSIS_BUDGET_SECONDS} s "
+            "(partial: some nodes not evaluated)",
+            *(answer.get("reasons") or []),
+        ]
+    diagnosis = answer.get("diagnosis") or {}
+    requests = diagnosis.get("requests") or []
+    node = diagnosis.get("node")
+    if not requests and not answer.get("fits") and answer.get("best"):
+        # Devices fit on a node the pod cannot use (tainted, cordoned): the engine then gives
+        # no diagnosis; the closest node's reports say what keeps the usable ones from it.
+        node = answer["best"][0].get("node")
+        entry = next((n for n in answer.get("nodes") or [] if n.get("node") == node), {})
+        requests = entry.get("reasons") or []
+    if requests:
+        answer["diagnosis"] = {**diagnosis, "node": node, "requests": with_holders(requests)}
+    return answer
+
+
+def _classic(pod_names: list[str], fingerprint: str, cluster: JSON) -> JSON:
+    return {
+        "driverAllocated": True,
+        "reasons": ["classic (v1alpha2) claim: its driver allocates it, not the scheduler"],
+        "pods": pod_names,
+        "fingerprint": fingerprint,
+        "cluster": cluster,
+    }
+
+
+def _finish(
+    answer: JSON, *, name: str, namespace: str, pods: list[str], at: tuple[str, JSON]
+) -> JSON:
+    fingerprint, cluster = at
+    answer = _own(answer, namespace=namespace, name=name)
+    compact = _compact(answer, pods, fingerprint)
+    compact["cluster"] = cluster
+    if "error" in answer:
+        compact["error"] = answer["error"]
+    return compact
+
+
+def _simulation(fingerprint: str, versions: dict[str, str]) -> Simulation | None:
+    """One simulation of the state `fingerprint` names; None once a switch has begun since."""
+    try:
+        state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
+    except ClusterSwitching:
+        return None
+    if state.fingerprint != fingerprint:
+        return None
+    return Simulation(build_view(state, slice_cache, []), features=Options().feature_set())
 
 
 def diagnose_all(*, force: bool = False) -> dict[str, int]:
@@ -139,59 +223,22 @@ def diagnose_all(*, force: bool = False) -> dict[str, int]:
         pods = waiting[(namespace, name)]
         pod_names = sorted({p["pod"] for p in pods})
         if classic:
-            diagnoses[pk] = {
-                "driverAllocated": True,
-                "reasons": ["classic (v1alpha2) claim: its driver allocates it, not the scheduler"],
-                "pods": pod_names,
-                "fingerprint": fingerprint,
-                "cluster": cluster,
-            }
+            diagnoses[pk] = _classic(pod_names, fingerprint, cluster)
             continue
-        constraints = pods[0]["constraints"]
-        key = _spec_key(obj, namespace, constraints)
+        key = _spec_key(obj, namespace, pods[0]["constraints"])
         answer = by_spec.get(key)
         if answer is None:
+            sim = sim or _simulation(fingerprint, versions)
             if sim is None:
-                try:
-                    state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
-                except ClusterSwitching:
-                    state = None
-                if state is None or state.fingerprint != fingerprint:
-                    # A switch began since: the next run diagnoses the state it comes to.
-                    return {"claims": 0, "written": 0, "cleared": 0, "skipped": 1}
-                view = build_view(state, slice_cache, [])
-                sim = Simulation(view, features=Options().feature_set())
-            meta = {**(obj.get("metadata") or {}), "name": _PLACEHOLDER, "namespace": namespace}
-            claim = InputClaim(
-                obj={**obj, "metadata": meta}, source=f"ResourceClaim {namespace}/{_PLACEHOLDER}"
+                # A switch began since: the next run diagnoses the state it comes to.
+                return {"claims": 0, "written": 0, "cleared": 0, "skipped": 1}
+            answer = _shared_answer(
+                sim, obj=obj, namespace=namespace, pods=pods, pod_names=pod_names
             )
-            node_filter = _node_filter(constraints, where=f"Pod {namespace}/{pod_names[0]}")
-            sim.start_budget(settings.DIAGNOSIS_BUDGET_SECONDS)
-            try:
-                answer = evaluate(
-                    sim,
-                    [claim],
-                    options=Options(),
-                    node_check=node_filter.check,
-                    with_stranded=False,
-                )
-            except WhatIfError as exc:
-                answer = {"fits": False, "error": exc.as_dict(), "reasons": [str(exc)]}
-            finally:
-                sim.end_budget()
-            if sim.gave_up is not None:
-                answer["reasons"] = [
-                    f"diagnosis gave up after {settings.DIAGNOSIS_BUDGET_SECONDS} s "
-                    "(partial: some nodes not evaluated)",
-                    *(answer.get("reasons") or []),
-                ]
             by_spec[key] = answer
-        answer = _own(answer, namespace=namespace, name=name)
-        compact = _compact(answer, pod_names, fingerprint)
-        compact["cluster"] = cluster
-        if "error" in answer:
-            compact["error"] = answer["error"]
-        diagnoses[pk] = compact
+        diagnoses[pk] = _finish(
+            answer, name=name, namespace=namespace, pods=pod_names, at=(fingerprint, cluster)
+        )
     written, cleared = _write(pending, diagnoses)
     cache.set(_LAST_RUN_KEY, run_key, None)
     return {"claims": len(diagnoses), "written": written, "cleared": cleared, "skipped": 0}
@@ -228,3 +275,105 @@ def _write(pending: Iterable[tuple[Any, ...]], diagnoses: dict[int, JSON]) -> tu
         changed.extend(stale_pks)
         publish_changes({"claims": changed})
     return written, cleared
+
+
+# One computation per claim at a time in this process; other processes are kept out by a cache
+# key (`_FLIGHT_KEY`) for as long as one computation may take.
+_flights: dict[tuple[str, str], threading.Lock] = {}
+_flights_lock = threading.Lock()
+_FLIGHT_KEY = "whatif:diagnosis:flight:{namespace}/{name}"
+# How long a request waits for another process's computation of the same claim, in polls.
+_POLL_SECONDS = 0.05
+
+
+def is_fresh(diagnosis: Any, fingerprint: str) -> bool:
+    """Whether a stored diagnosis was made on the cluster state `fingerprint` names."""
+    return isinstance(diagnosis, dict) and diagnosis.get("fingerprint") == fingerprint
+
+
+def diagnose_claim(namespace: str, name: str) -> JSON | None:
+    """The diagnosis of one pending claim on the current cluster state, computed now unless a
+    fresh one is stored (single flight: requests opening the same claim together compute once).
+
+    Returns None for a claim that is gone or not pending, and the stored diagnosis (possibly
+    none) while the sync is switching clusters. A new diagnosis is written and announced live.
+    """
+    key = (namespace, name)
+    with _flights_lock:
+        lock = _flights.setdefault(key, threading.Lock())
+    with lock:
+        try:
+            return _diagnose_claim(namespace, name)
+        finally:
+            with _flights_lock:
+                if _flights.get(key) is lock:
+                    del _flights[key]
+
+
+def _stored(namespace: str, name: str) -> tuple[Any, ...] | None:
+    return (
+        ResourceClaim.objects.filter(namespace=namespace, name=name, state="pending")
+        .values_list("pk", "classic", "obj", "diagnosis")
+        .first()
+    )
+
+
+def _diagnose_claim(namespace: str, name: str) -> JSON | None:
+    row = _stored(namespace, name)
+    if row is None:
+        return None
+    versions = table_versions()
+    fingerprint = fingerprint_of(versions)
+    if is_fresh(row[3], fingerprint):
+        return dict(row[3])
+    freshness = cluster_freshness()
+    if freshness.state == SWITCHING:
+        return row[3] if isinstance(row[3], dict) else None
+    flight = _FLIGHT_KEY.format(namespace=namespace, name=name)
+    timeout = settings.DIAGNOSIS_BUDGET_SECONDS * 4 + 5
+    if not cache.add(flight, fingerprint, timeout):
+        # Another process computes it: wait for its answer, at most as long as it may take.
+        for _ in range(int(timeout / _POLL_SECONDS)):
+            time.sleep(_POLL_SECONDS)
+            row = _stored(namespace, name)
+            if row is None or is_fresh(row[3], fingerprint):
+                return dict(row[3]) if row is not None else None
+            if cache.get(flight) is None:
+                break
+        row = _stored(namespace, name)
+        return row[3] if row is not None and isinstance(row[3], dict) else None
+    try:
+        return _compute_one(row, namespace=namespace, name=name, at=(versions, freshness))
+    finally:
+        cache.delete(flight)
+
+
+def _compute_one(
+    row: tuple[Any, ...], *, namespace: str, name: str, at: tuple[dict[str, str], Any]
+) -> JSON | None:
+    pk, classic, obj, old = row
+    versions, freshness = at
+    fingerprint = fingerprint_of(versions)
+    cluster = freshness.answer()
+    pods = waiting_claims().get((namespace, name), [])
+    pod_names = sorted({p["pod"] for p in pods})
+    if classic:
+        diagnosis = _classic(pod_names, fingerprint, cluster)
+    else:
+        sim = _simulation(fingerprint, versions)
+        if sim is None:
+            return old if isinstance(old, dict) else None
+        with sim.lock:
+            answer = _shared_answer(
+                sim, obj=obj, namespace=namespace, pods=pods, pod_names=pod_names
+            )
+        diagnosis = _finish(
+            answer, name=name, namespace=namespace, pods=pod_names, at=(fingerprint, cluster)
+        )
+    with transaction.atomic():
+        ResourceClaim.objects.filter(pk=pk, state="pending").update(
+            diagnosis=diagnosis, diagnosed_at=timezone.now()
+        )
+        if not _same(old, diagnosis):
+            publish_changes({"claims": [str(pk)]})
+    return diagnosis

@@ -100,6 +100,11 @@ def report_dict(report: RequestReport) -> JSON:
         "stage": report.blocking_stage,
         "reason": report.message,
         "stages": [{"stage": s.stage, "remaining": s.remaining} for s in report.stages],
+        # Devices only other claims keep from it: the diagnosis names their holders.
+        "taken": [
+            {"device": f"{driver}/{pool}/{device}", "stage": stage}
+            for driver, pool, device, stage in report.taken
+        ],
     }
 
 

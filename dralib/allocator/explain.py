@@ -14,7 +14,10 @@ the order the allocator checks them, and the report counts what is left after ea
 9. ``constraints``: the most devices that can satisfy the claim's constraints together
 
 The counts look at each device alone, against what is already allocated; the search itself may
-still fail when requests compete for the same devices, which the message then says.
+still fail when requests compete for the same devices, which the message then says. The devices
+stopped at ``already allocated`` or ``counters or capacity`` (they pass everything the request
+asks and only other claims stand in the way) are kept as `taken`, at most `MAX_TAKEN` of them,
+so that a caller can name the claims holding them.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ STAGES = (
 )
 
 
+# Devices named per report: enough to name the holders, bounded for a class of thousands.
+MAX_TAKEN = 32
+
+
 @dataclass
 class StageCount:
     """How many devices are left after one stage."""
@@ -69,6 +76,8 @@ class RequestReport:
     stages: list[StageCount] = field(default_factory=list)
     blocking_stage: str = ""
     message: str = ""
+    # (driver, pool, device, stage) of devices other claims hold (see the module docstring).
+    taken: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def as_dict(self) -> JSON:
         """JSON-ready form."""
@@ -132,6 +141,7 @@ def _funnel(run: Run, key: tuple[int, int, int], data: RequestData) -> RequestRe
     class_selectors = ((data.device_class or {}).get("spec") or {}).get("selectors") or []
     counts = dict.fromkeys(STAGES, 0)
     survivors: list[DeviceInfo] = []
+    taken: list[tuple[str, str, str, str]] = []
     for pool in run.pools:
         if pool.is_incomplete or pool.is_invalid:
             continue
@@ -155,9 +165,13 @@ def _funnel(run: Run, key: tuple[int, int, int], data: RequestData) -> RequestRe
                     continue
                 counts["taints"] += 1
                 if not request.admin_access and device_id in run.allocated_state.allocated_devices:
+                    if len(taken) < MAX_TAKEN:
+                        taken.append((*device_id, "already allocated"))
                     continue
                 counts["already allocated"] += 1
                 if not _resources_ok(run, counters, request, device_id, device, pool):
+                    if len(taken) < MAX_TAKEN:
+                        taken.append((*device_id, "counters or capacity"))
                     continue
                 counts["counters or capacity"] += 1
                 survivors.append(device)
@@ -167,6 +181,7 @@ def _funnel(run: Run, key: tuple[int, int, int], data: RequestData) -> RequestRe
     wanted = data.num_devices if request.allocation_mode != "All" else max(data.num_devices, 1)
     report = RequestReport(claim=claim.ref, request=data.request_name, wanted=wanted)
     report.stages = [StageCount(stage, counts[stage]) for stage in STAGES]
+    report.taken = taken
     for stage in STAGES:
         if counts[stage] < wanted:
             report.blocking_stage = stage
