@@ -233,3 +233,28 @@ class UtilisationSample(models.Model):
     @property
     def fraction(self) -> float:
         return self.allocated / self.total if self.total else 0.0
+
+
+class SharedWhatIf(models.Model):
+    """A what-if answer kept as it was computed, behind a share link.
+
+    Not a Kubernetes object. The token is the link's only name (unguessable: 32 random bytes);
+    the submitter and the namespaces the question touched are kept so that the link shows the
+    answer only to a person who may see them (`claims.whatif.shared.may_see`). Rows expire and
+    each submitter keeps a bounded number; the answer is cut to a bounded size before it is kept.
+    """
+
+    token = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField()
+    expires = models.DateTimeField(db_index=True)
+    submitter = models.CharField(max_length=150, db_index=True)
+    namespaces = models.JSONField(default=list, blank=True)
+    values = models.JSONField(default=dict, help_text="The form's fields, to run it again.")
+    source = models.CharField(max_length=300, blank=True, default="")
+    answer = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"what-if shared by {self.submitter or '(anonymous)'} at {self.created:%Y-%m-%d}"

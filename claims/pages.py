@@ -16,10 +16,10 @@ from django.db.models import Count
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from claims.devices.pages import pool_context
+from claims.devices.pages import natural_key, pool_context
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
 from dralib.allocator.quantity import exact_amount
-from inventory.models import Pool
+from inventory.models import Node, Pool
 
 # Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
 DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -206,9 +206,13 @@ def _plain(amount: Fraction) -> str:
     return str(amount.numerator) if amount.denominator == 1 else str(float(amount))
 
 
-def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
-    """A `what_if` answer for the page: placements with devices and copies per node, the quota
-    per copy, pool grids with the first placement's devices highlighted."""
+def shape_what_if(
+    answer: dict[str, Any], *, asked: str = "", with_grids: bool = True
+) -> dict[str, Any]:
+    """A `what_if` answer for the page: a headline that counts quota and filters, placements
+    with devices and copies per node, the quota per copy, stranded units, pool grids with the
+    first placement's devices highlighted (not `with_grids`: a kept answer's pools have moved
+    on since). `asked` is the count as typed ("max" is said as such)."""
 
     summary = answer.get("summary") or {}
     count = int(summary.get("count") or 1)
@@ -219,7 +223,7 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
             str(result["device"])
         )
     grids = []
-    for (driver, pool_name), names in sorted(chosen.items()):
+    for (driver, pool_name), names in sorted(chosen.items()) if with_grids else ():
         pool = Pool.objects.filter(driver=driver, name=pool_name).first()
         if pool is not None:
             grids.append(pool_context(pool, chosen=names))
@@ -227,7 +231,14 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
     quota = _quota(answer, count)
     allowed = quota.get("copiesAllowed")
     placed = int(headroom.get("placed") or 0)
+    admitted = min(placed, allowed) if allowed is not None else placed
     return {
+        "headline": _headline(answer, count=count, admitted=admitted, quota=quota),
+        "asked_max": asked.strip().lower() == "max",
+        "stranded": _stranded(summary.get("stranded")),
+        "filtered": _filtered(answer),
+        # Nodes an add-nodes assumption made up have no page to link to.
+        "real_nodes": _real_nodes(answer, placements[:MAX_PLACEMENTS_SHOWN]),
         "fits": bool(answer.get("fits")),
         "simulated": answer.get("fits") is not None,
         "count": count,
@@ -237,7 +248,7 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
         "headroom": headroom,
         "quota": quota,
         # Copies that both fit on devices and pass quota admission.
-        "admitted": min(placed, allowed) if allowed is not None else placed,
+        "admitted": admitted,
         "reasons": list(answer.get("reasons") or []),
         "diagnosis": answer.get("diagnosis"),
         # Every pod of the input, placed in turn (with or without claims).
@@ -247,3 +258,55 @@ def shape_what_if(answer: dict[str, Any]) -> dict[str, Any]:
         "assumed": list(answer.get("assumed") or []),
         "cluster": dict(answer.get("cluster") or {}),
     }
+
+
+def _headline(
+    answer: dict[str, Any], *, count: int, admitted: int, quota: dict[str, Any]
+) -> dict[str, Any]:
+    """Whether the question is answered yes, and why not: devices that fit are not enough when
+    quota admits no copy (or rejects the one claim)."""
+    if not answer.get("fits"):
+        return {"fits": False, "reason": ""}
+    if quota.get("checked") and not quota.get("allowed") and (count == 1 or not admitted):
+        where = quota.get("namespace") or "the namespace"
+        what = "rejects the claim" if count == 1 else "admits none of the copies"
+        message = str(quota.get("message") or "")
+        return {
+            "fits": False,
+            "reason": f"quota in {where} {what}" + (f": {message}" * bool(message)),
+        }
+    return {"fits": True, "reason": ""}
+
+
+def _stranded(stranded: Any) -> dict[str, Any] | None:
+    """The stranded summary in words: free units of the asked classes that no further copy can
+    use, with the nodes they sit on (the first few)."""
+    if not isinstance(stranded, dict) or not stranded.get("total"):
+        return None
+    by_node = stranded.get("byNode") or {}
+    return {
+        "total": int(stranded.get("total") or 0),
+        "units": int(stranded.get("units") or 0),
+        "nodes": sorted(by_node.items(), key=lambda item: natural_key(str(item[0])))[:10],
+        "more_nodes": max(0, len(by_node) - 10),
+    }
+
+
+def _filtered(answer: dict[str, Any]) -> list[tuple[str, int]]:
+    """Nodes the scheduler's filters removed before devices were tried, per filter (the first
+    pod's, which is the gang's or the copies' pod)."""
+    pods = answer.get("pods") or []
+    counts = ((pods[0].get("filtered") or {}).get("counts") or {}) if pods else {}
+    return sorted(((str(k), int(v)) for k, v in counts.items() if v), key=lambda kv: -kv[1])
+
+
+def _real_nodes(answer: dict[str, Any], placements: list[dict[str, Any]]) -> set[str]:
+    """The answer's node names that are nodes of the cluster (one query)."""
+    names = {str(p.get("node")) for p in placements if p.get("node")}
+    names.update(str(p.get("node")) for p in answer.get("pods") or [] if p.get("node"))
+    first = (answer.get("summary") or {}).get("firstNode")
+    if first:
+        names.add(str(first))
+    if not names:
+        return set()
+    return set(Node.objects.filter(name__in=names).values_list("name", flat=True))

@@ -10,4 +10,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sync/", views.sync_status, name="sync-status"),
     path("freshness/", views.freshness, name="freshness"),
     path("what-if/", views.what_if, name="what-if"),
+    path("what-if/shared/<str:token>/", views.what_if_shared, name="what-if-shared"),
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
@@ -16,6 +16,7 @@ from claims.pages import shape_what_if
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_COUNT
 from claims.whatif.request import read_input, read_request, run_request
+from claims.whatif.shared import keep_answer, may_see, shared_answer
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
 from inventory.freshness import cluster_freshness
@@ -76,8 +77,6 @@ def freshness(request: HttpRequest) -> JsonResponse:
 WHAT_IF_FIELDS = ("yaml", "template", "count", "nodes", "nodeSelector", "namespace", "assume")
 # Older names of form fields, still read from result links made before the rename.
 _RENAMED_FIELDS = {"nodes": "node", "nodeSelector": "node_selector"}
-# A result link carries the claim text in its query; longer texts get no link.
-MAX_SHARED_YAML = 8 * 1024
 
 
 def form_values(form: QueryDict) -> dict[str, str]:
@@ -137,7 +136,13 @@ def what_if(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        context.update(run_what_if(context["values"], upload=request.FILES.get("file")))
+        context.update(
+            run_what_if(
+                context["values"],
+                upload=request.FILES.get("file"),
+                submitter=request.user.get_username(),
+            )
+        )
     return render_page(
         request,
         template="console/what_if.html",
@@ -146,24 +151,14 @@ def what_if(request: HttpRequest) -> HttpResponse:
     )
 
 
-def share_url(values: dict[str, str]) -> str:
-    """The what-if page URL whose GET fills this form in again, or "" when the claim is too
-    long. Run (a POST) asks the cluster as it is then."""
-    if len(values.get("yaml", "")) + len(values.get("assume", "")) > MAX_SHARED_YAML:
-        return ""
-    query = QueryDict(mutable=True)
-    for name in WHAT_IF_FIELDS:
-        value = values.get(name, "") if name in ("yaml", "assume") else values.get(name, "").strip()
-        if value and not (name == "count" and value == "1"):
-            query[name] = value
-    return f"{reverse('what-if')}?{query.urlencode()}"
-
-
-def run_what_if(values: dict[str, str], *, upload: Any = None) -> dict[str, Any]:
+def run_what_if(
+    values: dict[str, str], *, upload: Any = None, submitter: str = ""
+) -> dict[str, Any]:
     """Answer the form through the API's request path and shape the answer for the templates.
 
     The picked input is the request's `yaml`; the other fields are its options given as text,
-    read by `read_request` as the API reads its query string, and `run_request` answers.
+    read by `read_request` as the API reads its query string, and `run_request` answers. The
+    answer is kept behind a share link (`claims.whatif.shared`) that shows it as computed.
     """
     try:
         source, label = read_claim_input(
@@ -175,4 +170,48 @@ def run_what_if(values: dict[str, str], *, upload: Any = None) -> dict[str, Any]
         return {"error": str(exc)}
     if upload is not None and isinstance(source, str):
         values = {**values, "yaml": source}
-    return {"result": shape_what_if(answer), "source": label, "share_url": share_url(values)}
+    kept = keep_answer(answer, values=values, source=label, submitter=submitter)
+    return {
+        "result": shape_what_if(answer, asked=values.get("count", "")),
+        "source": label,
+        "share_url": reverse("what-if-shared", args=[kept.token]),
+    }
+
+
+@require_safe
+@read_access
+def what_if_shared(request: HttpRequest, token: str) -> HttpResponse:
+    """A kept what-if answer, as it was computed (its `asOf` and cluster state), with the form
+    filled in and "Run again now" (a POST to the what-if page).
+
+    An unknown or expired link and one the person may not see are the same 404: a link's
+    existence says nothing to someone who may not read it.
+    """
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    shared = shared_answer(token)
+    if shared is None or not may_see(request.user, shared):
+        raise Http404("no such shared what-if answer (links expire after a week)")
+    values = form_values(QueryDict(mutable=True))
+    values.update({k: str(v) for k, v in shared.values.items() if k in WHAT_IF_FIELDS})
+    context: dict[str, Any] = {
+        "templates": list(
+            ResourceClaimTemplate.objects.order_by("namespace", "name").values_list(
+                "namespace", "name"
+            )
+        ),
+        "max_count": MAX_COUNT,
+        "values": values,
+        "error": "",
+        "result": shape_what_if(shared.answer, asked=values["count"], with_grids=False),
+        "source": shared.source,
+        "kept": shared,
+        "share_url": request.path,
+        "shared": False,
+    }
+    return render_page(
+        request,
+        template="console/what_if.html",
+        context=context,
+        fragments={"result": "console/_whatif_result.html"},
+    )

@@ -185,4 +185,5 @@ def test_a_link_with_the_old_field_names_still_restricts_the_nodes(
     assert response.context["result"] is None
     ran = viewer_client.post(reverse("what-if"), response.context["values"])
     assert ran.context["result"]["summary"]["nodesChecked"] == 1
-    assert "nodes=" in ran.context["share_url"]
+    kept = viewer_client.get(ran.context["share_url"])
+    assert kept.context["values"]["nodes"] == node

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlparse
-
 from django.test import Client
 from django.urls import reverse
 
@@ -41,21 +39,26 @@ def test_quota_is_said_per_copy(demo, viewer_client: Client) -> None:
     assert "=10000" not in quota_text and "requested" not in quota_text
 
 
-def test_a_result_link_fills_the_form_in_again(demo, viewer_client: Client) -> None:
-    """The result carries a link whose GET fills the form in (running nothing); Run, a POST of
-    what it filled in, shows the same result."""
+def test_a_share_link_shows_the_answer_as_computed(demo, viewer_client: Client) -> None:
+    """The result's link shows the kept answer (its asOf and state), runs nothing on GET, and
+    offers "Run again now", a POST of the same fields, which answers the same."""
     posted = viewer_client.post(
         reverse("what-if"), {"yaml": claim(2), "count": "3", "namespace": "team-a"}
     )
     link = posted.context["share_url"]
-    query = parse_qs(urlparse(link).query)
-    assert query["count"] == ["3"] and query["namespace"] == ["team-a"] and "run" not in query
+    assert link.startswith("/what-if/shared/") and "yaml" not in link
     again = viewer_client.get(link)
     assert again.status_code == 200
     assert again.context["values"]["yaml"] == claim(2)
-    assert again.context["result"] is None and again.context["shared"]
+    assert again.context["values"]["count"] == "3"
+    assert again.context["result"]["headroom"] == posted.context["result"]["headroom"]
+    assert again.context["result"]["cluster"] == posted.context["result"]["cluster"]
+    html = again.content.decode()
+    assert 'id="what-if-kept"' in html and 'id="what-if-rerun"' in html
+    assert 'method="post"' in html.split('id="what-if-rerun"')[0].rsplit("<form", 1)[1]
     rerun = viewer_client.post(reverse("what-if"), again.context["values"])
     assert rerun.context["result"]["headroom"] == posted.context["result"]["headroom"]
+    assert rerun.context["share_url"] != link
 
 
 def test_a_fitting_pending_claim_is_explained_in_words(demo, viewer_client: Client) -> None:
