@@ -189,6 +189,42 @@ class LimitRange(NamespacedObject):
         ]
 
 
+class PriorityClass(KubeObject):
+    """A scheduling.k8s.io/v1 PriorityClass: the priority admission gives pods that name it (or
+    every pod without one, when it is the global default), and whether they may preempt."""
+
+    name = models.CharField(max_length=253, unique=True)
+    value = models.IntegerField(default=0)
+    global_default = models.BooleanField(default=False)
+    preemption_policy = models.CharField(
+        max_length=32, blank=True, default="", help_text="PreemptLowerPriority or Never."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+
+class PodDisruptionBudget(NamespacedObject):
+    """A policy/v1 PodDisruptionBudget: how many of the pods it selects may be evicted now
+    (`status.disruptionsAllowed`), which preemption tries not to exceed."""
+
+    selector = models.JSONField(
+        null=True, blank=True, help_text="spec.selector (null or empty: selects no pod)."
+    )
+    min_available = models.CharField(max_length=16, blank=True, default="")
+    max_unavailable = models.CharField(max_length=16, blank=True, default="")
+    disruptions_allowed = models.IntegerField(default=0)
+    disrupted_pods = models.JSONField(
+        default=list, blank=True, help_text="Names in status.disruptedPods (already processed)."
+    )
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="pdb_ns_name_unique"),
+        ]
+
+
 class PodSchedulingContext(NamespacedObject):
     """A classic (v1alpha2) PodSchedulingContext: the scheduler's node negotiation with drivers."""
 

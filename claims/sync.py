@@ -1,4 +1,5 @@
-"""Store claims, templates, pods, quotas, LimitRanges and classic scheduling contexts.
+"""Store claims, templates, pods, quotas, LimitRanges, PriorityClasses, PodDisruptionBudgets and
+classic scheduling contexts.
 
 Every pod is stored as a slim projection: its node, phase, priority, what it requests of its node
 (as the scheduler counts it) and its host ports, so what-if knows what else runs on a node. The
@@ -21,7 +22,9 @@ from claims.devices.health import resource_health_of
 from claims.models import (
     AllocatedDevice,
     LimitRange,
+    PodDisruptionBudget,
     PodSchedulingContext,
+    PriorityClass,
     Reservation,
     ResourceClaim,
     ResourceClaimTemplate,
@@ -381,6 +384,30 @@ def quota_columns(obj: JSON) -> JSON:
     }
 
 
+def priority_class_columns(obj: JSON) -> JSON:
+    value = obj.get("value")
+    return {
+        "value": value if isinstance(value, int) else 0,
+        "global_default": obj.get("globalDefault") is True,
+        "preemption_policy": str(obj.get("preemptionPolicy") or ""),
+    }
+
+
+def budget_columns(obj: JSON) -> JSON:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    return {
+        "selector": spec.get("selector"),
+        "min_available": "" if spec.get("minAvailable") is None else str(spec["minAvailable"]),
+        "max_unavailable": ""
+        if spec.get("maxUnavailable") is None
+        else str(spec["maxUnavailable"]),
+        "disruptions_allowed": allowed if isinstance(allowed, int) else 0,
+        "disrupted_pods": sorted(status.get("disruptedPods") or {}),
+    }
+
+
 # What export writes for a pod kept as a projection: enough to import it again as the same rows.
 PROJECTED_CONTAINER = "requests"
 
@@ -535,6 +562,26 @@ def register_handlers(*, diagnoses_stale: Callable[[], object]) -> None:
             Kind.LIMIT_RANGE,
             LimitRange,
             limit_range_columns,
+            delete_row("quotas"),
+            "quotas",
+            namespaced=True,
+        )
+    )
+    # What preemption reads: priorities and budgets (their live topic is the quotas').
+    register(
+        KindHandler(
+            Kind.PRIORITY_CLASS,
+            PriorityClass,
+            priority_class_columns,
+            delete_row("quotas"),
+            "quotas",
+        )
+    )
+    register(
+        KindHandler(
+            Kind.POD_DISRUPTION_BUDGET,
+            PodDisruptionBudget,
+            budget_columns,
             delete_row("quotas"),
             "quotas",
             namespaced=True,

@@ -2,7 +2,8 @@
 
 Reads the resource.k8s.io APIGroup document and the APIResourceList of each served version. A
 cluster without the group (404) is a normal answer, not an error: its DRA kinds are reported as
-not served, with a message saying why.
+not served, with a message saying why. Kinds of other groups (scheduling.k8s.io, policy) are
+looked up in their version's APIResourceList.
 """
 
 from __future__ import annotations
@@ -79,9 +80,30 @@ def discover(client: KubeClient, kinds: Iterable[KindSpec] | None = None) -> dic
     return found
 
 
+def _served_elsewhere(client: KubeClient, spec: KindSpec) -> Served:
+    """A kind of a group outside resource.k8s.io: its APIResourceList must name it."""
+    for version in spec.versions:
+        try:
+            doc = client.get(f"/apis/{spec.group}/{version}")
+        except ApiStatusError as exc:
+            if exc.status != 404:
+                raise
+            continue
+        names = {str(r.get("name")) for r in doc.get("resources") or [] if isinstance(r, dict)}
+        if spec.plural in names:
+            return Served(spec.kind, version)
+    return Served(
+        spec.kind,
+        None,
+        f"{spec.kind} is not served by this cluster ({spec.group} {', '.join(spec.versions)})",
+    )
+
+
 def _discover_one(group: _Group, spec: KindSpec) -> Served:
     if spec.is_core:
         return Served(spec.kind, spec.versions[0])
+    if spec.group != DRA_GROUP:
+        return _served_elsewhere(group.client, spec)
     served = group.versions()
     if not served:
         return Served(

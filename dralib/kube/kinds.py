@@ -1,7 +1,9 @@
 """The kinds the dashboard syncs: API group, plural, scope and the versions each era served.
 
 Versions are listed newest first; discovery watches the first one the server serves. Core kinds
-(Node, Namespace, Pod, ResourceQuota, LimitRange) are always `v1` and need no discovery.
+(Node, Namespace, Pod, ResourceQuota, LimitRange) are always `v1` and need no discovery;
+PriorityClass (scheduling.k8s.io) and PodDisruptionBudget (policy) have one GA version, which
+discovery only confirms.
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ class Kind(enum.StrEnum):
     POD_SCHEDULING_CONTEXT = "PodSchedulingContext"
     NAMESPACE = "Namespace"
     LIMIT_RANGE = "LimitRange"
+    PRIORITY_CLASS = "PriorityClass"
+    POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
 
 
 DRA_GROUP = "resource.k8s.io"
 # Priority order for discovery: the newest served version wins.
 DRA_VERSIONS: tuple[str, ...] = ("v1", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2")
+SCHEDULING_GROUP = "scheduling.k8s.io"
+POLICY_GROUP = "policy"
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(Kind.POD, "", "pods", True, ("v1",)),
         KindSpec(Kind.RESOURCE_QUOTA, "", "resourcequotas", True, ("v1",)),
         KindSpec(Kind.LIMIT_RANGE, "", "limitranges", True, ("v1",)),
+        KindSpec(Kind.PRIORITY_CLASS, SCHEDULING_GROUP, "priorityclasses", False, ("v1",)),
+        KindSpec(Kind.POD_DISRUPTION_BUDGET, POLICY_GROUP, "poddisruptionbudgets", True, ("v1",)),
     )
 }
 

@@ -1,5 +1,6 @@
-"""Core kinds the dashboard reads (Node, Namespace, Pod, ResourceQuota, LimitRange): light checks
-of the fields it uses.
+"""Core kinds the dashboard reads (Node, Namespace, Pod, ResourceQuota, LimitRange), and the
+PriorityClass (scheduling.k8s.io/v1) and PodDisruptionBudget (policy/v1) preemption reads: light
+checks of the fields it uses.
 
 Pods from 1.27-1.30 name their claim under `source`; that moves up to the flat 1.31+ form.
 """
@@ -8,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import BOOL, QUANTITY, STR, ListOf, MapOf, Obj, Shape, obj
+from .schema import BOOL, INT, INT_OR_PERCENT, QUANTITY, STR, ListOf, MapOf, Obj, Shape, obj
 from .shapes import CONDITION, STRINGS
+
+SCHEDULING_V1 = "scheduling.k8s.io/v1"
+POLICY_V1 = "policy/v1"
 
 _CLAIM_NAMES: dict[str, Shape] = {"resourceClaimName": STR, "resourceClaimTemplateName": STR}
 _POD_CLAIM = Obj({"name": STR, "source": Obj(_CLAIM_NAMES), **_CLAIM_NAMES}, frozenset({"name"}))
@@ -70,6 +74,39 @@ KINDS: dict[str, Obj] = {
                     maxLimitRequestRatio=MapOf(QUANTITY),
                 )
             )
+        ),
+    ),
+}
+
+
+_LABEL_SELECTOR = obj(
+    matchLabels=MapOf(STR),
+    matchExpressions=ListOf(
+        obj(required=("key", "operator"), key=STR, operator=STR, values=STRINGS)
+    ),
+)
+
+# Kinds of groups GA long before DRA, served at one version: (apiVersion, kind) -> shape.
+GROUPED_KINDS: dict[tuple[str, str], Obj] = {
+    (SCHEDULING_V1, "PriorityClass"): Obj(
+        {"value": INT, "globalDefault": BOOL, "preemptionPolicy": STR, "description": STR},
+        frozenset({"value"}),
+    ),
+    (POLICY_V1, "PodDisruptionBudget"): obj(
+        spec=obj(
+            selector=_LABEL_SELECTOR,
+            minAvailable=INT_OR_PERCENT,
+            maxUnavailable=INT_OR_PERCENT,
+            unhealthyPodEvictionPolicy=STR,
+        ),
+        status=obj(
+            disruptionsAllowed=INT,
+            currentHealthy=INT,
+            desiredHealthy=INT,
+            expectedPods=INT,
+            observedGeneration=INT,
+            disruptedPods=MapOf(STR),
+            conditions=ListOf(CONDITION),
         ),
     ),
 }

@@ -34,6 +34,7 @@ NAMESPACED_KINDS = frozenset(
         "Pod",
         "ResourceQuota",
         "LimitRange",
+        "PodDisruptionBudget",
     }
 )
 
@@ -81,6 +82,8 @@ def _build() -> dict[tuple[str, str], _Entry]:
     for kind, shape in core.KINDS.items():
         rewrite = _only(core.pod_to_current) if kind == "Pod" else None
         table[(CORE_V1, kind)] = _Entry(shape, CORE_V1, rewrite)
+    for (api_version, kind), shape in core.GROUPED_KINDS.items():
+        table[(api_version, kind)] = _Entry(shape, api_version)
     return table
 
 

@@ -85,6 +85,16 @@ class _Quantity(_Scalar):
         return isinstance(value, str) and _QUANTITY.match(value) is not None
 
 
+class _IntOrPercent(_Scalar):
+    # IntOrString as PDBs use it: a count, or a percentage of the pods the selector matches.
+    expected = "an integer or a percentage"
+
+    def fits(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return value.endswith("%") and value[:-1].isdigit()
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
+
+
 class _Anything:
     def check(self, value: Any, path: str, ctx: Context) -> None:
         return None
@@ -94,6 +104,7 @@ STR: Shape = _Str()
 INT: Shape = _Int()
 BOOL: Shape = _Bool()
 QUANTITY: Shape = _Quantity()
+INT_OR_PERCENT: Shape = _IntOrPercent()
 # RawExtension payloads (opaque driver parameters) and other free-form JSON.
 ANY: Shape = _Anything()
 

@@ -112,6 +112,8 @@ def test_request_with_only_zero_inline_fields_has_no_exactly() -> None:
         (("v1", "Pod"), ("v1", "Pod")),
         (("v1", "Namespace"), ("v1", "Namespace")),
         (("v1", "LimitRange"), ("v1", "LimitRange")),
+        (("scheduling.k8s.io/v1", "PriorityClass"), ("scheduling.k8s.io/v1", "PriorityClass")),
+        (("policy/v1", "PodDisruptionBudget"), ("policy/v1", "PodDisruptionBudget")),
     ],
 )
 def test_supported_table(served: tuple[str, str], internal: tuple[str, str]) -> None:
@@ -123,7 +125,7 @@ def test_supported_excludes_unserved_pairs() -> None:
     """Pairs no Kubernetes release served are absent, so discovery never picks them."""
     assert ("resource.k8s.io/v1beta1", "DeviceTaintRule") not in SUPPORTED
     assert ("resource.k8s.io/v1", "ResourceClass") not in SUPPORTED
-    assert len(SUPPORTED) == 32
+    assert len(SUPPORTED) == 34
 
 
 def test_to_version_keeps_classic_for_v1() -> None:
@@ -158,3 +160,27 @@ def test_to_version_validates_its_input() -> None:
     with pytest.raises(NormalizeError) as raised:
         to_version(bad, "resource.k8s.io/v1beta1")
     assert raised.value.field == "spec.selectors[0].cel.expression"
+
+
+def test_budget_bounds_are_counts_or_percentages() -> None:
+    """A PodDisruptionBudget's minAvailable is an integer or a percentage; anything else is an
+    error naming the field, and a PriorityClass needs its value."""
+    good = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u1"},
+        "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}},
+    }
+    assert normalize(good)["spec"]["minAvailable"] == "50%"
+    bad = {**good, "spec": {"minAvailable": "half"}}
+    with pytest.raises(NormalizeError) as error:
+        normalize(bad)
+    assert error.value.field == "spec.minAvailable"
+    no_value = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high", "uid": "u2"},
+    }
+    with pytest.raises(NormalizeError) as error:
+        normalize(no_value)
+    assert error.value.field == "value"
