@@ -3,8 +3,9 @@
 The tables follow what real API servers registered in each DRA era (see the version table in
 DESIGN.md): v1alpha2 is the classic 1.27-1.30 API, v1alpha3 the 1.31-1.33 structured-parameters
 API, v1beta1/v1beta2/v1 the later ones. Groups GA long before DRA (scheduling.k8s.io, policy)
-are served at their one version whatever the era. Plurals are unique across all groups, so the
-store keys objects by plural alone.
+and events.k8s.io are served at their one version whatever the era (the core group's v1 events
+are left out: the dashboard reads events.k8s.io/v1). Plurals are unique across the groups
+served, so the store keys objects by plural alone.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS: tuple[str, ...] = ("v1", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2")
 SCHEDULING_GROUP = "scheduling.k8s.io"
 POLICY_GROUP = "policy"
+EVENTS_GROUP = "events.k8s.io"
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 _STATUS_VERBS = ["get", "patch", "update"]
@@ -56,6 +58,7 @@ _ALL: tuple[ResourceType, ...] = (
     ResourceType("resourceclassparameters", "ResourceClassParameters", DRA_GROUP, True),
     ResourceType("priorityclasses", "PriorityClass", SCHEDULING_GROUP, False, ("pc",)),
     ResourceType("poddisruptionbudgets", "PodDisruptionBudget", POLICY_GROUP, True, ("pdb",), True),
+    ResourceType("events", "Event", EVENTS_GROUP, True, ("ev",)),
 )
 
 RESOURCES: dict[str, ResourceType] = {r.plural: r for r in _ALL}
@@ -66,6 +69,7 @@ CORE_PLURALS: tuple[str, ...] = ("nodes", "pods", "resourcequotas", "limitranges
 FIXED_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     SCHEDULING_GROUP: ("v1", ("priorityclasses",)),
     POLICY_GROUP: ("v1", ("poddisruptionbudgets",)),
+    EVENTS_GROUP: ("v1", ("events",)),
 }
 
 _STRUCTURED = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
