@@ -132,13 +132,51 @@ def _class_predicate(device_class: JSON) -> Callable[[str, JSON], bool]:
     return lambda driver, _: driver == wanted
 
 
-def class_devices(objects: list[JSON]) -> dict[str, dict[str, int]]:
-    """{class: {total, allocated, tainted, free}} over the devices every selector matches."""
+def blocked(objects: list[JSON]) -> set[tuple[str, str, str]]:
+    """Devices not held whose consumesCounters the counters their pool has left cannot cover."""
+    left: dict[tuple[str, str, str, str], Fraction] = {}
+    for s in current_slices(objects):
+        for counter_set in s["spec"].get("sharedCounters", []):
+            for name, amount in counter_set["counters"].items():
+                key = (s["spec"]["driver"], s["spec"]["pool"]["name"], counter_set["name"], name)
+                left[key] = quantity(amount["value"])
     taken = held(objects)
+
+    def uses(driver: str, pool: str, device: JSON) -> list[tuple[tuple[str, ...], Fraction]]:
+        return [
+            ((driver, pool, use["counterSet"], name), quantity(amount["value"]))
+            for use in device.get("consumesCounters", [])
+            for name, amount in use["counters"].items()
+        ]
+
+    for driver, pool, device in current_devices(objects):
+        if (driver, pool, device["name"]) in taken:
+            for key, amount in uses(driver, pool, device):
+                left[key] -= amount
+    # As upstream's allocator: a counter of the pool already overdrawn by the holders blocks
+    # every consumer of the pool; counters the pool does not declare are not checked.
+    overdrawn = {key[:2] for key, amount in left.items() if amount < 0}
+    return {
+        (driver, pool, device["name"])
+        for driver, pool, device in current_devices(objects)
+        if (driver, pool, device["name"]) not in taken
+        and uses(driver, pool, device)
+        and (
+            (driver, pool) in overdrawn
+            or any(key in left and amount > left[key] for key, amount in uses(driver, pool, device))
+        )
+    }
+
+
+def class_devices(objects: list[JSON]) -> dict[str, dict[str, int]]:
+    """{class: {total, allocated, tainted, blocked, free}} over the devices every selector
+    matches; free means a new claim could get the device now."""
+    taken = held(objects)
+    stuck = blocked(objects)
     result = {}
     for device_class in of_kind(objects, "DeviceClass"):
         member = _class_predicate(device_class)
-        totals = {"total": 0, "allocated": 0, "tainted": 0, "free": 0}
+        totals = {"total": 0, "allocated": 0, "tainted": 0, "blocked": 0, "free": 0}
         for driver, pool, device in current_devices(objects):
             if not member(driver, device):
                 continue
@@ -147,6 +185,8 @@ def class_devices(objects: list[JSON]) -> dict[str, dict[str, int]]:
                 totals["allocated"] += 1
             elif _tainted(objects, driver, pool, device):
                 totals["tainted"] += 1
+            elif (driver, pool, device["name"]) in stuck:
+                totals["blocked"] += 1
             else:
                 totals["free"] += 1
         result[device_class["metadata"]["name"]] = totals

@@ -243,3 +243,25 @@ def test_metrics_export_the_api_numbers(demo, api) -> None:
                     ("state", state),
                 )
                 assert samples[("dra_dashboard_class_partitions", labels)] == partition[state]
+
+
+def test_class_devices_free_is_availability_free(demo, api) -> None:
+    """dra_dashboard_class_devices{state="free"} counts what a new claim could get: blocked
+    devices (partitions of a GPU whose counters are spent) are their own state, not free."""
+    results = api.get(URL).json()["results"]
+    samples = as_samples(render_metrics().decode())
+    want = expected(demo)
+    blocked = 0.0
+    for entry in results:
+        name = entry["deviceClass"]
+
+        def count(state: str, name: str = name) -> float:
+            return samples[
+                ("dra_dashboard_class_devices", (("device_class", name), ("state", state)))
+            ]
+
+        assert count("free") == entry["devices"]["free"] == want[name]["devices"]["free"]
+        parts = ("allocated", "tainted", "blocked", "free")
+        assert sum(count(state) for state in parts) == count("total")
+        blocked += count("blocked")
+    assert blocked > 0, "the demo has blocked partitions: the test must see some"

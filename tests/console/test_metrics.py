@@ -34,7 +34,13 @@ def series(samples: Samples, name: str) -> dict[tuple[str, ...], float]:
     }
 
 
-def test_device_counts_per_pool_match_the_objects(demo_cluster) -> None:
+@pytest.fixture
+def per_pool(settings) -> None:
+    """Scrapes export the per-pool series (DASHBOARD_METRICS_PER_POOL=1)."""
+    settings.METRICS_PER_POOL = True
+
+
+def test_device_counts_per_pool_match_the_objects(demo_cluster, per_pool) -> None:
     """Devices total/allocated/free/tainted per driver and pool equal the hand computation."""
     samples = scrape()
     want = expected.pool_devices(demo_cluster)
@@ -67,7 +73,7 @@ def test_pending_claims_per_device_class(demo_cluster) -> None:
     assert any(want.values()) and not all(want.values())
 
 
-def test_shared_counters_capacity_and_consumption(demo_cluster) -> None:
+def test_shared_counters_capacity_and_consumption(demo_cluster, per_pool) -> None:
     """sharedCounters capacity and what allocated devices consume, per pool and counter."""
     samples = scrape()
     want = expected.counters(demo_cluster)
@@ -81,7 +87,7 @@ def test_shared_counters_capacity_and_consumption(demo_cluster) -> None:
     }
 
 
-def test_consumable_capacity_used_versus_capacity(demo_cluster) -> None:
+def test_consumable_capacity_used_versus_capacity(demo_cluster, per_pool) -> None:
     """Consumable capacity of shareable devices and the consumedCapacity of their allocations."""
     samples = scrape()
     want = expected.consumable_capacity(demo_cluster)
@@ -285,7 +291,7 @@ def test_metrics_endpoint_wants_the_bearer_token_when_set(db, settings) -> None:
     assert client.get("/metrics", HTTP_AUTHORIZATION="Basic s3cret-token").status_code == 401
     good = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token")
     assert good.status_code == 200
-    assert b"dra_dashboard_devices" in good.content
+    assert b"dra_dashboard_class_units" in good.content
 
 
 def test_metrics_wrong_bearer_is_refused_even_with_public_read(db, settings) -> None:
@@ -329,7 +335,7 @@ def test_metrics_for_a_drf_token_user_and_not_for_a_bad_token(db) -> None:
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
 
 
-def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster) -> None:
+def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster, per_pool) -> None:
     """The scrape is grouped queries: ten more pools and claims add no query."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -375,7 +381,47 @@ def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster) -> None
     assert len(large) == len(small) <= 50  # PostgreSQL takes a few more than SQLite
 
 
-def test_pool_status_metrics_are_the_api_numbers(demo_cluster, api) -> None:
+def test_scrape_without_per_pool_series_does_not_grow_with_the_pools(demo_cluster) -> None:
+    """By default no series has a pool label, and ten more pools add no sample and no query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from inventory.sync import upsert_events
+
+    with CaptureQueriesContext(connection) as small:
+        before = render_metrics(now=NOW)
+    slices = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"more-{i}", "uid": f"uid-more-{i}"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": f"node-m{i}",
+                "pool": {"name": f"node-m{i}", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
+            },
+        }
+        for i in range(10)
+    ]
+    upsert_events("ResourceSlice", [(o, None) for o in slices], publish=False)
+    with CaptureQueriesContext(connection) as large:
+        after = render_metrics(now=NOW)
+    samples = as_samples(after.decode())
+    assert not [key for key in samples if "pool" in dict(key[1])]
+    assert set(as_samples(before.decode())) == set(samples)
+    # Only the numbers change (and the scrape duration's digits): the same lines, within bytes.
+    assert abs(len(after) - len(before)) < 64
+    assert len(large) == len(small) <= 25
+    assert series(samples, "dra_dashboard_class_devices")[("gpu.example.com", "total")] == (
+        series(as_samples(before.decode()), "dra_dashboard_class_devices")[
+            ("gpu.example.com", "total")
+        ]
+        + 20
+    )
+
+
+def test_pool_status_metrics_are_the_api_numbers(demo_cluster, api, per_pool) -> None:
     """dra_dashboard_pool_status_devices carries the counts of GET /api/inventory/pool-status/."""
     samples = series(scrape(), "dra_dashboard_pool_status_devices")
     body = api.get("/api/inventory/pool-status/", {"limit": 1000}).json()
@@ -399,7 +445,7 @@ def test_every_metric_has_the_prefix(demo_cluster) -> None:
     assert all(name.startswith("dra_dashboard_") for name, _ in scrape())
 
 
-def test_bad_quantity_is_left_out_not_fatal(demo_cluster, caplog) -> None:
+def test_bad_quantity_is_left_out_not_fatal(demo_cluster, caplog, per_pool) -> None:
     """A malformed counter quantity drops that value with one warning; the scrape still works."""
     from inventory.models import CounterSet
 
@@ -417,7 +463,7 @@ def test_bad_quantity_is_left_out_not_fatal(demo_cluster, caplog) -> None:
     ]
 
 
-def test_device_taint_with_effect_none_is_not_tainted(demo_cluster) -> None:
+def test_device_taint_with_effect_none_is_not_tainted(demo_cluster, per_pool) -> None:
     """A device whose only taint has effect None counts as free, like a DeviceTaintRule's None."""
     from inventory.sync import upsert_events
 
