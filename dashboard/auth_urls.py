@@ -1,4 +1,5 @@
-"""`accounts/` URLs: Django's auth views with a throttled login; password reset only with mail.
+"""`accounts/` URLs: Django's auth views with a throttled login; password reset only with mail;
+sign-in with the OpenID provider under `oidc/` (answering 404 while OIDC is off).
 
 Without mail (DASHBOARD_EMAIL_HOST unset) a reset link could never arrive, and the form would
 only tell strangers which addresses have accounts: the reset URLs answer 404.
@@ -15,7 +16,7 @@ from django.contrib.auth import views
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path
 
-from dashboard.throttle import ThrottledLoginView
+from dashboard.oidc import AuthenticateView, CallbackView, SignInView, SignOutView
 
 
 def mail_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -29,8 +30,11 @@ def mail_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
 
 
 urlpatterns = [
-    path("login/", ThrottledLoginView.as_view(), name="login"),
-    path("logout/", views.LogoutView.as_view(), name="logout"),
+    path("login/", SignInView.as_view(), name="login"),
+    path("logout/", SignOutView.as_view(), name="logout"),
+    path("oidc/authenticate/", AuthenticateView.as_view(), name="oidc-authenticate"),
+    # The redirect URI to register with the provider: https://<dashboard>/accounts/oidc/callback/
+    path("oidc/callback/", CallbackView.as_view(), name="oidc-callback"),
     path("password_change/", views.PasswordChangeView.as_view(), name="password_change"),
     path(
         "password_change/done/",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -276,3 +277,156 @@ def private_sqlite_file(path: Path) -> Path:
         if candidate.exists():
             _drop_group_other(candidate, 0o600)
     return path
+
+
+# Signing algorithms the dashboard accepts for ID tokens: asymmetric, verified with the keys the
+# provider publishes at its jwks_uri (kube-apiserver's --oidc-signing-algs defaults to RS256).
+OIDC_SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
+_OIDC_ENDPOINTS = ("AUTHORIZATION_ENDPOINT", "TOKEN_ENDPOINT", "JWKS_URI")
+
+
+@dataclass(frozen=True)
+class OIDCSettings:
+    """Sign-in with an OpenID provider, mapped to the identity kube-apiserver derives.
+
+    `username_prefix` and `groups_prefix` are already resolved: the username prefix defaults as
+    kube-apiserver's --oidc-username-prefix does (the issuer and "#" for any claim but email,
+    "-" for none). Endpoints left empty are read from the issuer's discovery document.
+    """
+
+    issuer: str
+    client_id: str
+    client_secret: str
+    provider_name: str = "OpenID Connect"
+    scopes: str = "openid email profile"
+    username_claim: str = "sub"
+    username_prefix: str = ""
+    groups_claim: str = "groups"
+    groups_prefix: str = ""
+    admin_groups: tuple[str, ...] = ()
+    signing_algorithm: str = "RS256"
+    ca_file: str = ""
+    authorization_endpoint: str = ""
+    token_endpoint: str = ""
+    jwks_uri: str = ""
+    end_session_endpoint: str = ""
+    session_seconds: int = 8 * 3600
+    timeout_seconds: int = 10
+
+
+def check_provider_url(name: str, url: str) -> str:
+    """An https:// URL, or http:// to this host only (a provider beside the dashboard, tests).
+
+    Tokens and the client secret travel to these URLs: plain HTTP off this host would hand them
+    to anyone on the path.
+    """
+    parts = urlsplit(url)
+    try:
+        host = parts.hostname or ""
+    except ValueError as exc:
+        raise ConfigError(f"{PREFIX}{name}: {exc}") from exc
+    if parts.scheme not in {"https", "http"} or not host:
+        raise ConfigError(f"{PREFIX}{name}: expected an https:// URL, got {url!r}")
+    if parts.scheme == "http" and not _loopback(host):
+        raise ConfigError(f"{PREFIX}{name}: {url!r} is plain HTTP off this host; use https://")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{PREFIX}{name}: no query or fragment allowed, got {url!r}")
+    return url
+
+
+def read_oidc() -> OIDCSettings | None:
+    """The DASHBOARD_OIDC_* settings, or None when OIDC sign-in is off (no variable set).
+
+    Half a configuration is refused: a client id without an issuer signs nobody in, and
+    silently falling back to local accounts would hide the mistake.
+    """
+    names = sorted(
+        key[len(PREFIX) :].removesuffix("_FILE")
+        for key, value in os.environ.items()
+        if key.startswith(PREFIX + "OIDC_") and value
+    )
+    if not names:
+        return None
+    # Kept exactly as given: ID tokens must name it so, and the default username prefix is it.
+    issuer = env_str("OIDC_ISSUER")
+    client_id = env_str("OIDC_CLIENT_ID")
+    secret = env_str("OIDC_CLIENT_SECRET")
+    missing = [
+        PREFIX + name
+        for name, value in (
+            ("OIDC_ISSUER", issuer),
+            ("OIDC_CLIENT_ID", client_id),
+            ("OIDC_CLIENT_SECRET", secret),
+        )
+        if not value
+    ]
+    if missing:
+        given = ", ".join(PREFIX + name for name in dict.fromkeys(names))
+        raise ConfigError(
+            f"OIDC sign-in is half configured ({given} set): {', '.join(missing)} missing"
+        )
+    check_provider_url("OIDC_ISSUER", issuer)
+    refuse_placeholder("OIDC_CLIENT_SECRET", secret, what="the client secret")
+    endpoints = {name: env_str("OIDC_" + name) for name in _OIDC_ENDPOINTS}
+    given = [name for name, value in endpoints.items() if value]
+    if given and len(given) != len(endpoints):
+        absent = [PREFIX + "OIDC_" + n for n in _OIDC_ENDPOINTS if n not in given]
+        raise ConfigError(
+            f"{PREFIX}OIDC_{given[0]}: endpoints are given all together or not at all "
+            f"(read from the issuer's discovery document); {', '.join(absent)} missing"
+        )
+    end_session = env_str("OIDC_END_SESSION_ENDPOINT")
+    for name, value in [*endpoints.items(), ("END_SESSION_ENDPOINT", end_session)]:
+        if value:
+            check_provider_url("OIDC_" + name, value)
+    algorithm = env_str("OIDC_SIGNING_ALGORITHM", "RS256")
+    if algorithm not in OIDC_SIGNING_ALGORITHMS:
+        raise ConfigError(
+            f"{PREFIX}OIDC_SIGNING_ALGORITHM: expected one of "
+            f"{', '.join(OIDC_SIGNING_ALGORITHMS)}, got {algorithm!r}"
+        )
+    ca_file = env_str("OIDC_CA_FILE")
+    if ca_file and not Path(ca_file).is_file():
+        raise ConfigError(f"{PREFIX}OIDC_CA_FILE: {ca_file} is not a readable file")
+    scopes = env_str("OIDC_SCOPES", "openid email profile")
+    if "openid" not in scopes.split():
+        raise ConfigError(f"{PREFIX}OIDC_SCOPES: must include openid, got {scopes!r}")
+    username_claim = env_str("OIDC_USERNAME_CLAIM", "sub")
+    groups_claim = env_str("OIDC_GROUPS_CLAIM", "groups")
+    if not username_claim or not groups_claim:
+        raise ConfigError(f"{PREFIX}OIDC_USERNAME_CLAIM and _GROUPS_CLAIM must not be empty")
+    return OIDCSettings(
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=secret,
+        provider_name=env_str("OIDC_PROVIDER_NAME", "OpenID Connect"),
+        scopes=scopes,
+        username_claim=username_claim,
+        username_prefix=kubernetes_username_prefix(
+            env_str("OIDC_USERNAME_PREFIX"), claim=username_claim, issuer=issuer
+        ),
+        groups_claim=groups_claim,
+        groups_prefix=env_str("OIDC_GROUPS_PREFIX"),
+        admin_groups=tuple(env_list("OIDC_ADMIN_GROUPS", [])),
+        signing_algorithm=algorithm,
+        ca_file=ca_file,
+        authorization_endpoint=endpoints["AUTHORIZATION_ENDPOINT"],
+        token_endpoint=endpoints["TOKEN_ENDPOINT"],
+        jwks_uri=endpoints["JWKS_URI"],
+        end_session_endpoint=end_session,
+        session_seconds=env_int("OIDC_SESSION_SECONDS", 8 * 3600, minimum=60),
+        timeout_seconds=env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1),
+    )
+
+
+def kubernetes_username_prefix(value: str, *, claim: str, issuer: str) -> str:
+    """The prefix kube-apiserver puts before a username from `claim` (--oidc-username-prefix).
+
+    Unset: the issuer URL and "#" for any claim but email, so that names from two issuers never
+    clash; "-": no prefix at all.
+    """
+    if value == "-":
+        return ""
+    if value:
+        return value
+    return "" if claim == "email" else issuer + "#"

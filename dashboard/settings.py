@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dashboard.env import (
+    ConfigError,
     check_redis_url,
     check_secret_key,
     env_bool,
@@ -15,6 +16,7 @@ from dashboard.env import (
     parse_database_url,
     private_dir,
     private_sqlite_file,
+    read_oidc,
     refuse_placeholder,
 )
 
@@ -177,7 +179,21 @@ PUBLIC_READ = env_bool("PUBLIC_READ", False)
 EMBEDDED_SYNC = env_bool("EMBEDDED_SYNC", False)
 EMBEDDED_JOB_SECONDS = env_int("EMBEDDED_JOB_SECONDS", 60, minimum=5)
 
-AUTHENTICATION_BACKENDS = ["dashboard.throttle.ThrottledModelBackend"]
+# Sign-in with the organisation's OpenID provider (dashboard.oidc, DASHBOARD_OIDC_*): None when
+# no DASHBOARD_OIDC_* variable is set; half a configuration is refused.
+OIDC = read_oidc()
+# Local username/password accounts (the embedded default's admin). Off (0) in production behind
+# OIDC: then only the provider signs people in.
+LOCAL_ACCOUNTS = env_bool("LOCAL_ACCOUNTS", True)
+if not LOCAL_ACCOUNTS and OIDC is None:
+    raise ConfigError(
+        "DASHBOARD_LOCAL_ACCOUNTS=0 leaves no way to sign in: set DASHBOARD_OIDC_ISSUER too"
+    )
+# The OIDC backend answers only the provider's callback; it is inert while OIDC is off.
+AUTHENTICATION_BACKENDS = [
+    *(["dashboard.throttle.ThrottledModelBackend"] if LOCAL_ACCOUNTS else []),
+    "dashboard.oidc.KubernetesIdentityBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

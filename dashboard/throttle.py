@@ -98,6 +98,28 @@ def record_failure(username: str, address: str) -> bool:
     return pair or spraying
 
 
+def is_address_locked(address: str) -> bool:
+    """Whether the address is locked out now, whatever the username (OIDC callbacks have none)."""
+    return SignInThrottle.objects.filter(
+        key=address_key(address), locked_until__gt=timezone.now()
+    ).exists()
+
+
+def record_address_failure(address: str) -> bool:
+    """Count a failed sign-in that names nobody (a bad OIDC callback) against the address."""
+    now = timezone.now()
+    with transaction.atomic():
+        SignInThrottle.objects.filter(expires__lte=now).delete()
+        locked = _count(address_key(address), limit=settings.LOGIN_MAX_ADDRESS_FAILURES, now=now)
+    if locked:
+        logger.warning(
+            "sign-in locked for %s seconds: too many failures from this address (address %s)",
+            settings.LOGIN_LOCKOUT_SECONDS,
+            address or "unknown",
+        )
+    return locked
+
+
 def clear_failures(username: str, address: str) -> None:
     """Forget the pair's failures (after a successful sign-in); the address keeps its count."""
     SignInThrottle.objects.filter(key=pair_key(username, address)).delete()
