@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import LiveServer
-from tests.browser.site import every_page
+from tests.browser.site import every_page, run_what_if
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -63,6 +63,39 @@ def test_no_page_scrolls_sideways_on_a_phone(page: Any, live_server_url: LiveSer
         if width > PHONE["width"]:
             wide[name] = width
     assert wide == {}
+
+
+@pytest.mark.parametrize("size", [{"width": 1440, "height": 1000}, PHONE], ids=["wide", "phone"])
+def test_the_what_if_result_is_accessible_and_fits_a_phone(
+    page: Any, live_server_url: LiveServer, size: dict[str, int]
+) -> None:
+    """The result of a Run (a POST, so no page list reaches it) has no serious axe violation,
+    and at 390 px it does not scroll sideways."""
+    page.set_viewport_size(size)
+    run_what_if(page, live_server_url.url)
+    assert page.locator("#what-if-copies").count() == 1
+    assert page.locator("#what-if-share").count() == 1
+    assert axe_violations(page) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
+
+
+def test_the_phone_navigation_is_one_row_and_a_menu(page: Any, live_server_url: LiveServer):
+    """At 390 px the navigation is the brand and a Menu disclosure in one row; opening it shows
+    every link. Wide screens show the links and no Menu."""
+    page.goto(live_server_url.url + "/claims/")
+    links = page.locator("nav[aria-label=Main] a")
+    assert links.first.is_visible() and not page.locator("#nav-menu > summary").is_visible()
+    page.set_viewport_size(PHONE)
+    page.goto(live_server_url.url + "/claims/")
+    menu = page.locator("#nav-menu > summary")
+    row = page.evaluate("document.querySelector('.sidebar').getBoundingClientRect().height")
+    line = page.evaluate("document.querySelector('.sidebar .brand').getBoundingClientRect().height")
+    assert menu.is_visible() and not links.first.is_visible()
+    # One row: the bar is no taller than its tallest item plus its padding.
+    assert row <= max(line, menu.bounding_box()["height"]) + 16
+    menu.click()
+    assert all(links.nth(i).is_visible() for i in range(links.count()))
+    assert page.locator("nav a[aria-current=page]").inner_text().strip() == "Claims"
 
 
 def test_navigation_marks_the_current_page(page: Any, live_server_url: LiveServer) -> None:

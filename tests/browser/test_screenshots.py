@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import LiveServer
-from tests.browser.site import every_page
+from tests.browser.site import every_page, run_what_if
 from tests.paths import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.screenshots]
@@ -41,31 +41,21 @@ def test_screenshot_every_page(page: Any, live_server_url: LiveServer, device: s
         assert target.stat().st_size > 0
 
 
-COPIES = """apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: training, namespace: team-a}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.example.com}
-"""
-
-
 @pytest.mark.parametrize("device", sorted(WIDTHS))
 def test_screenshot_a_what_if_with_copies(
     page: Any, live_server_url: LiveServer, device: str
 ) -> None:
-    """A shared what-if link with 10,000 copies shows copies per node and their devices."""
-    from urllib.parse import urlencode
-
+    """A what-if run for as many copies as fit (a POST) shows copies per node, their devices
+    and the stranded GPUs; its share link shows the kept answer with Run again now."""
     page.set_viewport_size(WIDTHS[device])
-    query = urlencode({"yaml": COPIES, "count": "10000"})
-    # A shared link fills the form in; running it is a POST (the Run button).
-    page.goto(f"{live_server_url.url}/what-if/?{query}")
-    page.locator("#what-if-form button[type=submit]").click()
+    run_what_if(page, live_server_url.url)
     page.wait_for_selector("#what-if-copies", timeout=20_000)
-    assert "of the 10,000 asked" in page.locator("#what-if-copies").inner_text()
+    copies = page.locator("#what-if-copies").inner_text()
+    assert "most that fit" in copies and "10,000 asked" not in copies
     assert page.locator("#what-if-nodes tbody tr td.mono div").count() >= 1
-    assert page.locator("#what-if-share").get_attribute("href").startswith("/what-if/?")
     save(page, SCREENSHOTS / f"what-if-copies-{device}.png")
+    link = page.locator("#what-if-share").get_attribute("href")
+    assert link.startswith("/what-if/shared/")
+    page.goto(live_server_url.url + link)
+    # every_page's what-if-shared screenshot is this page.
+    assert page.locator("#what-if-rerun button").inner_text().strip() == "Run again now"
