@@ -361,9 +361,9 @@ def read_oidc() -> OIDCSettings | None:
         if not value
     ]
     if missing:
-        given = ", ".join(PREFIX + name for name in dict.fromkeys(names))
+        present = ", ".join(PREFIX + name for name in dict.fromkeys(names))
         raise ConfigError(
-            f"OIDC sign-in is half configured ({given} set): {', '.join(missing)} missing"
+            f"OIDC sign-in is half configured ({present} set): {', '.join(missing)} missing"
         )
     check_provider_url("OIDC_ISSUER", issuer)
     refuse_placeholder("OIDC_CLIENT_SECRET", secret, what="the client secret")
