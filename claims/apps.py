@@ -26,13 +26,15 @@ class ClaimsConfig(AppConfig):
 
     def ready(self) -> None:
         # The sync calls back after each batch; what it calls is the Celery side's business.
+        from claims.events import register_events
         from claims.sync import register_handlers
         from claims.tasks import schedule_diagnoses
 
         register_handlers(diagnoses_stale=schedule_diagnoses)
+        register_events()
         for order, (url_name, label, sections) in enumerate(NAV, start=1):
             registry.register_nav(url_name, label, order=100 + 10 * order, sections=sections)
-        registry.register_live_topics("claims", "templates", "pods", "quotas", "whatif")
+        registry.register_live_topics("claims", "templates", "pods", "quotas", "whatif", "events")
         registry.register_periodic_task(
             "refresh-diagnoses", task="claims.tasks.refresh_diagnoses", seconds=60
         )

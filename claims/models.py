@@ -225,6 +225,41 @@ class PodDisruptionBudget(NamespacedObject):
         ]
 
 
+class Event(NamespacedObject):
+    """An events.k8s.io/v1 Event about a ResourceClaim or a pod that uses claims (the scheduler's
+    FailedScheduling and Scheduled, a driver's warnings).
+
+    Kept bounded (`claims.events`): the newest `EVENTS_PER_OBJECT` per object they are about,
+    none last seen longer ago than `EVENTS_TTL_SECONDS`. The `regarding_*` columns name that
+    object; `count` and the times fold the event's series (or its deprecated count) in.
+    """
+
+    event_type = models.CharField(max_length=32, blank=True, default="", help_text="type")
+    reason = models.CharField(max_length=128, blank=True, default="")
+    note = models.TextField(blank=True, default="")
+    action = models.CharField(max_length=128, blank=True, default="")
+    reporting_controller = models.CharField(max_length=253, blank=True, default="")
+    reporting_instance = models.CharField(max_length=253, blank=True, default="")
+    regarding_kind = models.CharField(max_length=64, blank=True, default="")
+    regarding_name = models.CharField(max_length=253, blank=True, default="")
+    regarding_uid = models.CharField(max_length=64, blank=True, default="")
+    count = models.PositiveIntegerField(default=1)
+    first_seen = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["namespace", "-last_seen"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="event_ns_name_unique"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["namespace", "regarding_kind", "regarding_name", "last_seen"],
+                name="event_regarding_idx",
+            ),
+        ]
+
+
 class PodSchedulingContext(NamespacedObject):
     """A classic (v1alpha2) PodSchedulingContext: the scheduler's node negotiation with drivers."""
 

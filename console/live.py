@@ -16,14 +16,21 @@ from typing import Any
 
 from django.db.models import Q
 
-from claims.models import AllocatedDevice, Pod, ResourceClaim, ResourceClaimTemplate, ResourceQuota
+from claims.models import (
+    AllocatedDevice,
+    Event,
+    Pod,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceQuota,
+)
 from dashboard.live import ChangedEvent
 from inventory.models import Device, Pool, ResourceSlice
 
 SCOPED_GROUPS = {
     "pool": ("pools", "slices", "devices", "claims"),
     "node": ("nodes", "pools", "slices", "devices", "claims", "pods"),
-    "namespace": ("claims", "pods", "templates", "quotas"),
+    "namespace": ("claims", "pods", "templates", "quotas", "events"),
 }
 
 
@@ -167,6 +174,7 @@ def _concerns_namespace(sub: Subscription, group: str, ids: list[str]) -> bool:
         "pods": Pod,
         "templates": ResourceClaimTemplate,
         "quotas": ResourceQuota,
+        "events": Event,
     }
     model = models.get(group)
     if model is None:

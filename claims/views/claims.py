@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 from claims.choices import ClaimState
 from claims.devices.pages import consumers_by_claim
+from claims.events import events_about
 from claims.filters import (
     PodFilterSet,
     PodSchedulingContextFilterSet,
@@ -32,7 +34,7 @@ from claims.models import (
     ResourceClaimTemplate,
     ResourceQuota,
 )
-from claims.pages import other_quota_rows, quota_rows, template_claim_counts
+from claims.pages import duration_text, other_quota_rows, quota_rows, template_claim_counts
 from claims.templates import template_names
 from claims.views.missing import not_found
 from claims.whatif.diagnosis import diagnose_claim
@@ -63,6 +65,16 @@ NAMESPACED_ORDERING = {"namespace": "namespace", "name": "name", "age": "created
 
 def _yaml_context(raw: Any, name: str) -> dict[str, Any]:
     return {"raw_yaml": object_yaml(raw), "yaml_name": name}
+
+
+def _events_context(
+    namespace: str, *, claims: list[str] | None = None, pods: list[str], many: bool = False
+) -> dict[str, Any]:
+    return {
+        "events": events_about(namespace, claims=claims or [], pods=pods),
+        "events_about_many": many,
+        "events_ttl": duration_text(settings.EVENTS_TTL_SECONDS),
+    }
 
 
 @read_access
@@ -176,6 +188,8 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
             if pod_name
         ],
         "owner": pods.get(claim.owner_pod),
+        # The claim's own events and its pods' (the scheduler speaks of the pod).
+        **_events_context(namespace, claims=[name], pods=sorted(wanted), many=True),
         "raw_yaml": object_yaml(claim.raw),
         "yaml_name": f"{namespace}-{name}",
     }
@@ -286,13 +300,14 @@ def pod_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     context = {
         "pod": pod,
         "entries": [(e, claims.get(e["claim"])) for e in entries],
+        **_events_context(namespace, pods=[name]),
         **_yaml_context(pod.raw, f"{namespace}-{name}"),
     }
     return render_page(
         request,
         template="claims/pod_detail.html",
         context=context,
-        fragments={},
+        fragments={"events": "claims/_pod_events.html"},
         live=[f"namespace:{namespace}"],
     )
 

@@ -2,8 +2,8 @@
 
 Versions are listed newest first; discovery watches the first one the server serves. Core kinds
 (Node, Namespace, Pod, ResourceQuota, LimitRange) are always `v1` and need no discovery;
-PriorityClass (scheduling.k8s.io) and PodDisruptionBudget (policy) have one GA version, which
-discovery only confirms.
+PriorityClass (scheduling.k8s.io), PodDisruptionBudget (policy) and Event (events.k8s.io) have
+one GA version, which discovery only confirms.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class Kind(enum.StrEnum):
     LIMIT_RANGE = "LimitRange"
     PRIORITY_CLASS = "PriorityClass"
     POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
+    EVENT = "Event"
 
 
 DRA_GROUP = "resource.k8s.io"
@@ -39,6 +40,7 @@ DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS: tuple[str, ...] = ("v1", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2")
 SCHEDULING_GROUP = "scheduling.k8s.io"
 POLICY_GROUP = "policy"
+EVENTS_GROUP = "events.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(Kind.LIMIT_RANGE, "", "limitranges", True, ("v1",)),
         KindSpec(Kind.PRIORITY_CLASS, SCHEDULING_GROUP, "priorityclasses", False, ("v1",)),
         KindSpec(Kind.POD_DISRUPTION_BUDGET, POLICY_GROUP, "poddisruptionbudgets", True, ("v1",)),
+        # events.k8s.io/v1 only (1.19+): core v1 events hold the same objects in an older shape.
+        KindSpec(Kind.EVENT, EVENTS_GROUP, "events", True, ("v1",)),
     )
 }
 

@@ -76,8 +76,8 @@ def test_cluster_role_is_read_only_without_wildcards() -> None:
 
 def test_cluster_role_covers_every_synced_kind() -> None:
     """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas,
-    limitranges, namespaces, priorityclasses and poddisruptionbudgets, each with get, list and
-    watch."""
+    limitranges, namespaces, priorityclasses, poddisruptionbudgets and events.k8s.io events, each
+    with get, list and watch."""
     granted = {
         (group, resource)
         for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]
@@ -98,6 +98,7 @@ def test_cluster_role_covers_every_synced_kind() -> None:
     want = {("resource.k8s.io", r) for r in resource_kinds}
     want |= {("", r) for r in ("nodes", "pods", "resourcequotas", "limitranges", "namespaces")}
     want |= {("scheduling.k8s.io", "priorityclasses"), ("policy", "poddisruptionbudgets")}
+    want |= {("events.k8s.io", "events")}
     assert granted == want
     for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]:
         assert sorted(rule["verbs"]) == ["get", "list", "watch"]

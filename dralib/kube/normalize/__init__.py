@@ -16,8 +16,8 @@ older version. The internal shape is the resource.k8s.io/v1 JSON, plus:
   ResourceClassParameters) keep apiVersion resource.k8s.io/v1alpha2, also when 1.31 served
   PodSchedulingContext as v1alpha3;
 - core kinds (Node, Namespace, Pod, ResourceQuota, LimitRange) stay "v1"; pre-1.31
-  `resourceClaims[].source` is flattened; PriorityClass and PodDisruptionBudget stay
-  scheduling.k8s.io/v1 and policy/v1 (their one served version).
+  `resourceClaims[].source` is flattened; PriorityClass, PodDisruptionBudget and Event stay
+  scheduling.k8s.io/v1, policy/v1 and events.k8s.io/v1 (their one served version).
 """
 
 from .errors import NormalizeError

@@ -1,6 +1,6 @@
 """Core kinds the dashboard reads (Node, Namespace, Pod, ResourceQuota, LimitRange), and the
-PriorityClass (scheduling.k8s.io/v1) and PodDisruptionBudget (policy/v1) preemption reads: light
-checks of the fields it uses.
+PriorityClass (scheduling.k8s.io/v1) and PodDisruptionBudget (policy/v1) preemption reads, and
+the Events (events.k8s.io/v1) the claim and pod pages show: light checks of the fields it uses.
 
 Pods from 1.27-1.30 name their claim under `source`; that moves up to the flat 1.31+ form.
 """
@@ -14,6 +14,7 @@ from .shapes import CONDITION, STRINGS
 
 SCHEDULING_V1 = "scheduling.k8s.io/v1"
 POLICY_V1 = "policy/v1"
+EVENTS_V1 = "events.k8s.io/v1"
 
 _CLAIM_NAMES: dict[str, Shape] = {"resourceClaimName": STR, "resourceClaimTemplateName": STR}
 _POD_CLAIM = Obj({"name": STR, "source": Obj(_CLAIM_NAMES), **_CLAIM_NAMES}, frozenset({"name"}))
@@ -86,8 +87,35 @@ _LABEL_SELECTOR = obj(
     ),
 )
 
+_OBJECT_REFERENCE = obj(
+    kind=STR,
+    namespace=STR,
+    name=STR,
+    uid=STR,
+    apiVersion=STR,
+    resourceVersion=STR,
+    fieldPath=STR,
+)
+
 # Kinds of groups GA long before DRA, served at one version: (apiVersion, kind) -> shape.
 GROUPED_KINDS: dict[tuple[str, str], Obj] = {
+    # What the claim and pod pages show of an event; times are RFC 3339 strings (MicroTime).
+    (EVENTS_V1, "Event"): obj(
+        regarding=_OBJECT_REFERENCE,
+        related=_OBJECT_REFERENCE,
+        reason=STR,
+        note=STR,
+        type=STR,
+        action=STR,
+        reportingController=STR,
+        reportingInstance=STR,
+        eventTime=STR,
+        series=obj(count=INT, lastObservedTime=STR),
+        deprecatedCount=INT,
+        deprecatedFirstTimestamp=STR,
+        deprecatedLastTimestamp=STR,
+        deprecatedSource=obj(component=STR, host=STR),
+    ),
     (SCHEDULING_V1, "PriorityClass"): Obj(
         {"value": INT, "globalDefault": BOOL, "preemptionPolicy": STR, "description": STR},
         frozenset({"value"}),

@@ -35,6 +35,7 @@ NAMESPACED_KINDS = frozenset(
         "ResourceQuota",
         "LimitRange",
         "PodDisruptionBudget",
+        "Event",
     }
 )
 

@@ -114,6 +114,7 @@ def test_request_with_only_zero_inline_fields_has_no_exactly() -> None:
         (("v1", "LimitRange"), ("v1", "LimitRange")),
         (("scheduling.k8s.io/v1", "PriorityClass"), ("scheduling.k8s.io/v1", "PriorityClass")),
         (("policy/v1", "PodDisruptionBudget"), ("policy/v1", "PodDisruptionBudget")),
+        (("events.k8s.io/v1", "Event"), ("events.k8s.io/v1", "Event")),
     ],
 )
 def test_supported_table(served: tuple[str, str], internal: tuple[str, str]) -> None:
@@ -125,7 +126,7 @@ def test_supported_excludes_unserved_pairs() -> None:
     """Pairs no Kubernetes release served are absent, so discovery never picks them."""
     assert ("resource.k8s.io/v1beta1", "DeviceTaintRule") not in SUPPORTED
     assert ("resource.k8s.io/v1", "ResourceClass") not in SUPPORTED
-    assert len(SUPPORTED) == 34
+    assert len(SUPPORTED) == 35
 
 
 def test_to_version_keeps_classic_for_v1() -> None:

@@ -38,6 +38,7 @@ def test_cluster_without_dra_is_reported(client_factory, server) -> None:
     assert found["Pod"].served
     # PriorityClass and PodDisruptionBudget live in groups GA long before DRA.
     assert found["PriorityClass"].version == "v1" and found["PodDisruptionBudget"].served
+    assert found["Event"].version == "v1"
     for kind, spec in KINDS.items():
         if spec.group == "resource.k8s.io":
             assert not found[kind].served

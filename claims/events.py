@@ -1,0 +1,170 @@
+"""Store events.k8s.io Events about ResourceClaims and pods that use claims, bounded by count.
+
+The watch delivers every Event of the cluster; only those whose `regarding` object is a
+ResourceClaim or a Pod are kept (`keep`), and of the pods only those that use claims: an event
+about a pod stored as a projection (no claims) is removed after its batch is written. A pod not
+stored yet keeps its events: they usually come before the pod's own watch event, and expire.
+
+Bounds, applied after every batch to the objects it touched: the newest `EVENTS_PER_OBJECT`
+per regarding object, and nothing last seen longer ago than `EVENTS_TTL_SECONDS` (as
+kube-apiserver forgets events after --event-ttl, one hour by default). So the table holds at
+most EVENTS_PER_OBJECT rows per claim and pod with claims, whatever the event rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from claims.models import Event
+from claims.models import Pod as PodModel
+from inventory.choices import Kind
+from inventory.sync import JSON, BatchResult, KindHandler, Written, chunks, delete_row, register
+
+# The kinds an event must be about to be kept.
+REGARDING_KINDS = frozenset({"Pod", "ResourceClaim"})
+
+__all__ = ["REGARDING_KINDS", "event_columns", "events_about", "register_events", "trim_events"]
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_datetime(value)
+    except ValueError:
+        return None
+
+
+def event_columns(obj: JSON) -> JSON:
+    """The columns of one Event: what it is about, who said it, how often and when."""
+    regarding = obj.get("regarding") or {}
+    series = obj.get("series") or {}
+    created = _time((obj.get("metadata") or {}).get("creationTimestamp"))
+    event_time = _time(obj.get("eventTime"))
+    first = _time(obj.get("deprecatedFirstTimestamp")) or event_time or created
+    last = (
+        _time(series.get("lastObservedTime"))
+        or _time(obj.get("deprecatedLastTimestamp"))
+        or event_time
+        or created
+    )
+    count = series.get("count") or obj.get("deprecatedCount") or 1
+    return {
+        "event_type": str(obj.get("type") or ""),
+        "reason": str(obj.get("reason") or "")[:128],
+        "note": str(obj.get("note") or ""),
+        "action": str(obj.get("action") or "")[:128],
+        "reporting_controller": str(
+            obj.get("reportingController")
+            or (obj.get("deprecatedSource") or {}).get("component")
+            or ""
+        ),
+        "reporting_instance": str(obj.get("reportingInstance") or ""),
+        "regarding_kind": str(regarding.get("kind") or ""),
+        "regarding_name": str(regarding.get("name") or ""),
+        "regarding_uid": str(regarding.get("uid") or ""),
+        "count": max(1, int(count)),
+        "first_seen": first,
+        "last_seen": last,
+    }
+
+
+def keep_event(obj: Mapping[str, Any]) -> bool:
+    """Events about claims and pods; the rest of the cluster's events are not stored."""
+    return str((obj.get("regarding") or {}).get("kind") or "") in REGARDING_KINDS
+
+
+def _deleted(rows: QuerySet[Event], result: BatchResult) -> None:
+    pks = list(rows.values_list("pk", flat=True))
+    for part in chunks(pks):
+        Event.objects.filter(pk__in=part).delete()
+    result.touch("events", *pks)
+
+
+def trim_events(subjects: Iterable[tuple[str, str, str]], result: BatchResult) -> None:
+    """Apply the bounds to the events of these (namespace, kind, name) objects, and the TTL to
+    all events; pod events of pods stored without claims go too."""
+    wanted = sorted(set(subjects))
+    cutoff = timezone.now() - timedelta(seconds=settings.EVENTS_TTL_SECONDS)
+    _deleted(Event.objects.filter(last_seen__lt=cutoff), result)
+    pods = [(namespace, name) for namespace, kind, name in wanted if kind == "Pod"]
+    for part in chunks(pods, 200):
+        match = Q()
+        for namespace, name in part:
+            match |= Q(namespace=namespace, name=name)
+        plain = PodModel.objects.filter(match, uses_claims=False).values_list("namespace", "name")
+        drop = Q()
+        for namespace, name in plain:
+            drop |= Q(namespace=namespace, regarding_kind="Pod", regarding_name=name)
+        if drop:
+            _deleted(Event.objects.filter(drop), result)
+    limit = settings.EVENTS_PER_OBJECT
+    for part in chunks(wanted, 200):
+        match = Q()
+        for namespace, kind, name in part:
+            match |= Q(namespace=namespace, regarding_kind=kind, regarding_name=name)
+        rows = (
+            Event.objects.filter(match)
+            .order_by("namespace", "regarding_kind", "regarding_name", "-last_seen", "-pk")
+            .values_list("pk", "namespace", "regarding_kind", "regarding_name")
+        )
+        seen: dict[tuple[str, str, str], int] = {}
+        extra: list[int] = []
+        for pk, *subject in rows:
+            key = (subject[0], subject[1], subject[2])
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] > limit:
+                extra.append(pk)
+        if extra:
+            _deleted(Event.objects.filter(pk__in=extra), result)
+
+
+def events_written(written: list[Written], result: BatchResult) -> None:
+    """Count and announce written events, then keep the table within its bounds."""
+    subjects = set()
+    for entry in written:
+        result.upserted += 1
+        result.touch("events", entry.row.pk)
+        row = entry.row
+        subjects.add((row.namespace, row.regarding_kind, row.regarding_name))
+    trim_events(subjects, result)
+
+
+def events_about(
+    namespace: str, *, claims: Iterable[str] = (), pods: Iterable[str] = ()
+) -> list[Event]:
+    """The events about these claims and pods of one namespace, newest first, within the TTL
+    (the table may hold a few older ones until the next batch trims it). One query."""
+    about = Q(regarding_kind="ResourceClaim", regarding_name__in=list(claims)) | Q(
+        regarding_kind="Pod", regarding_name__in=list(pods)
+    )
+    cutoff = timezone.now() - timedelta(seconds=settings.EVENTS_TTL_SECONDS)
+    limit = settings.EVENTS_PER_OBJECT
+    return list(
+        Event.objects.filter(about, namespace=namespace, last_seen__gte=cutoff)
+        .defer("raw", "obj")
+        .order_by("-last_seen", "-pk")[: limit * 4]
+    )
+
+
+def register_events() -> None:
+    """Register the Event kind with the sync."""
+    register(
+        KindHandler(
+            Kind.EVENT,
+            Event,
+            event_columns,
+            delete_row("events"),
+            "events",
+            namespaced=True,
+            keep=keep_event,
+            written=events_written,
+        )
+    )
