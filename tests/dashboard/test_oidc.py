@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import jwt
 import pytest
@@ -285,6 +286,35 @@ def test_an_unknown_state_goes_back_to_sign_in(oidc_on, db) -> None:
     answer = client.get("/accounts/oidc/callback/?code=x&state=forged")
     assert (answer.status_code, answer["Location"]) == (302, "/accounts/login/")
     assert "_auth_user_id" not in client.session
+
+
+def test_the_authorization_request_carries_state_nonce_and_pkce(oidc_on, db) -> None:
+    """What the callback is checked against is kept in this browser's session only."""
+    client = Client()
+    start = client.get("/accounts/oidc/authenticate/")
+    query = parse_qs(urlsplit(start["Location"]).query)
+    assert query["response_type"] == ["code"] and query["client_id"] == ["dra-dashboard"]
+    assert query["redirect_uri"] == ["http://testserver/accounts/oidc/callback/"]
+    assert query["code_challenge_method"] == ["S256"]
+    [state] = query["state"]
+    kept = client.session["oidc_states"][state]
+    assert kept["nonce"] == query["nonce"][0] and len(kept["code_verifier"]) >= 43
+
+
+@pytest.mark.parametrize(
+    ("next_url", "kept"),
+    [
+        ("/nodes/?pool=a", "/nodes/?pool=a"),
+        ("https://evil.example/", None),
+        ("//evil.example/", None),
+    ],
+)
+def test_only_a_local_next_is_kept_for_after_sign_in(oidc_on, db, next_url, kept) -> None:
+    """The page to return to after the provider: this site's own, never another (open redirect)."""
+    client = Client()
+    start = client.get("/accounts/oidc/authenticate/", {"next": next_url})
+    assert start.status_code == 302 and start["Location"].startswith(f"{oidc_on.issuer}/auth?")
+    assert client.session["oidc_login_next"] == kept
 
 
 def test_another_issuer_in_the_callback_is_refused(oidc_on, db) -> None:
