@@ -107,6 +107,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             OIDC_USERNAME_PREFIX="-",
             OIDC_PROVIDER_NAME="Example SSO",
             OIDC_ADMIN_GROUPS="platform-admins",
+            OIDC_SESSION_SECONDS="3600",
             # The bad callbacks below must not lock the tests' own address out.
             LOGIN_MAX_ADDRESS_FAILURES="1000",
         )
@@ -162,6 +163,8 @@ def test_alice_and_bob_sign_in_as_their_kubernetes_identities(site: Site) -> Non
         assert landed.status_code == 200
         assert urlsplit(landed.url).path == "/nodes/"
         assert site.signed_in_as(session) == name
+        callback = next(r for r in landed.history if "/accounts/oidc/callback/" in r.url)
+        assert "Max-Age=3600" in callback.headers["Set-Cookie"]  # DASHBOARD_OIDC_SESSION_SECONDS
         identity = site.identity(name)
         assert identity["groups"] == [group]
         assert identity == {
