@@ -257,6 +257,8 @@ def shape_what_if(
         "gave_up": (answer.get("gaveUp") or {}).get("message", ""),
         "assumed": list(answer.get("assumed") or []),
         "cluster": dict(answer.get("cluster") or {}),
+        # Asked for and the pod fits nowhere: who preemption would evict, and where.
+        "preemption": answer.get("preemption"),
     }
 
 

@@ -74,7 +74,16 @@ def freshness(request: HttpRequest) -> JsonResponse:
 
 # Form fields, named as the API's request keys (the page's form is the API's query string);
 # `file` (an upload) is read as well.
-WHAT_IF_FIELDS = ("yaml", "template", "count", "nodes", "nodeSelector", "namespace", "assume")
+WHAT_IF_FIELDS = (
+    "yaml",
+    "template",
+    "count",
+    "nodes",
+    "nodeSelector",
+    "namespace",
+    "assume",
+    "preemption",
+)
 # Older names of form fields, still read from result links made before the rename.
 _RENAMED_FIELDS = {"nodes": "node", "nodeSelector": "node_selector"}
 

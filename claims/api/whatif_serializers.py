@@ -55,6 +55,11 @@ class WhatIfRequestSerializer(serializers.Serializer):
         help_text="All claims of the input on one node, all or nothing (default: pods are "
         "placed one after another).",
     )
+    preemption = serializers.BooleanField(
+        required=False,
+        help_text="When the pod fits nowhere: the node and the lower-priority pods the "
+        "scheduler's DefaultPreemption would evict there (answer `preemption`).",
+    )
 
 
 class WhatIfErrorSerializer(serializers.Serializer):
@@ -316,6 +321,39 @@ class WhatIfIgnoredSerializer(serializers.Serializer):
     reason = serializers.CharField()
 
 
+class WhatIfVictimSerializer(serializers.Serializer):
+    """A pod preemption would evict; its namespace names who owns it."""
+
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    priority = serializers.IntegerField()
+    claims = serializers.ListField(child=serializers.CharField(), help_text="claims it uses")
+    devicesFreed = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="driver/pool/device of its claims no other consumer holds (freed once it is "
+        "gone; the scheduler's dry run does not count them)",
+    )
+
+
+class WhatIfPreemptorSerializer(serializers.Serializer):
+    priority = serializers.IntegerField()
+    priorityClassName = serializers.CharField(allow_blank=True)
+    preemptionPolicy = serializers.CharField()
+
+
+class WhatIfPreemptionSerializer(serializers.Serializer):
+    """DefaultPreemption for a pod that fits nowhere (`claims.whatif.preemption`)."""
+
+    preemptor = WhatIfPreemptorSerializer(help_text="the pod's priority as admission sets it")
+    node = serializers.CharField(allow_null=True, help_text="null: preemption does not help")
+    victims = WhatIfVictimSerializer(many=True, help_text="most important first")
+    pdbViolations = serializers.IntegerField(
+        help_text="victims evicted past a PodDisruptionBudget's disruptionsAllowed"
+    )
+    candidates = serializers.IntegerField(help_text="nodes where evicting makes room")
+    message = serializers.CharField(allow_blank=True)
+
+
 class WhatIfGaveUpSerializer(serializers.Serializer):
     budgetSeconds = serializers.FloatField(allow_null=True)
     searchedSeconds = serializers.FloatField()
@@ -376,6 +414,9 @@ class WhatIfAnswerSerializer(serializers.Serializer):
     elapsedSeconds = serializers.FloatField()
     gaveUp = WhatIfGaveUpSerializer(
         required=False, help_text="past the time budget, or cancelled: a partial answer"
+    )
+    preemption = WhatIfPreemptionSerializer(
+        required=False, help_text="only when asked (`preemption: true`) and the pod fits nowhere"
     )
     cluster = WhatIfClusterSerializer()
 

@@ -31,6 +31,7 @@ __all__ = [
     "parse_assume",
     "parse_count",
     "parse_features",
+    "parse_flag",
     "parse_gang",
     "parse_node_selector",
     "parse_nodes",
@@ -47,6 +48,7 @@ REQUEST_KEYS = (
     "features",
     "namespace",
     "gang",
+    "preemption",
 )
 
 MAX_COUNT = 10_000
@@ -82,6 +84,8 @@ class Options:
     explain: bool = True
     # All the input's claims on one node, all or nothing (else pods are placed one by one).
     gang: bool = False
+    # When the pod fits nowhere: the node and lower-priority pods preemption would evict.
+    preemption: bool = False
 
     def feature_set(self) -> Features:
         return Features.from_dict(self.features)
@@ -96,6 +100,7 @@ class Options:
             "features": self.features,
             "explain": self.explain,
             "gang": self.gang,
+            "preemption": self.preemption,
         }
 
 
@@ -273,15 +278,22 @@ def parse_features(value: Any) -> JSON:
     return dict(sorted(value.items()))
 
 
-def parse_gang(value: Any) -> bool:
-    """true/false, also as the strings a query string carries."""
+def parse_flag(value: Any, *, field: str) -> bool:
+    """true/false, also as the strings a query string or a form's checkbox carries."""
     if value is None or value == "":
         return False
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in {"true", "false", "1", "0"}:
-        return value.strip().lower() in {"true", "1"}
-    raise WhatIfError("gang", f"expected true or false, got {value!r}")
+    if isinstance(value, str) and value.strip().lower() in {"true", "false", "1", "0", "on"}:
+        return value.strip().lower() in {"true", "1", "on"}
+    raise WhatIfError(field, f"expected true or false, got {value!r}")
+
+
+def parse_gang(value: Any) -> bool:
+    """true/false, also as the strings a query string carries."""
+    if isinstance(value, str) and value.strip().lower() == "on":
+        raise WhatIfError("gang", f"expected true or false, got {value!r}")
+    return parse_flag(value, field="gang")
 
 
 def parse_nodes(value: Any) -> list[str] | None:
@@ -303,6 +315,7 @@ def parse_options(
     features: Any = None,
     explain: bool = True,
     gang: Any = False,
+    preemption: Any = False,
 ) -> Options:
     """Check every option; the first problem is raised as a WhatIfError."""
     checked_count, capped = parse_count(count)
@@ -315,4 +328,5 @@ def parse_options(
         features=parse_features(features),
         explain=bool(explain),
         gang=parse_gang(gang),
+        preemption=parse_flag(preemption, field="preemption"),
     )

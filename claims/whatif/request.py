@@ -105,6 +105,7 @@ def _question(request: Mapping[str, Any]) -> dict[str, Any]:
         "features": request.get("features"),
         "namespace": request.get("namespace"),
         "gang": request.get("gang"),
+        "preemption": request.get("preemption"),
     }
 
 

@@ -34,6 +34,8 @@ from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
 from claims.whatif.podasks import PodAsks, pod_asks
 from claims.whatif.pods import InputPod, ParsedInput, distinct_claims, parse_input
+from claims.whatif.preemption import PreemptionInputs, preempt
+from claims.whatif.preemption import read_inputs as read_preemption_inputs
 from claims.whatif.quota import (
     QuotaObject,
     admission,
@@ -282,6 +284,7 @@ def check_question(
     features: Mapping[str, bool] | None = None,
     namespace: str | None = None,
     gang: bool | str | None = False,
+    preemption: bool | str | None = False,
 ) -> None:
     """Raise WhatIfError when `what_if` would refuse this input, without allocating anything.
 
@@ -295,6 +298,7 @@ def check_question(
         features=features,
         explain=False,
         gang=gang,
+        preemption=preemption,
     )
     parse_input(
         source,
@@ -315,6 +319,7 @@ def what_if(
     namespace: str | None = None,
     explain: bool = True,
     gang: bool | str | None = False,
+    preemption: bool | str | None = False,
     use_cache: bool = True,
     progress: Progress | None = None,
     budget: float | None = None,
@@ -385,6 +390,7 @@ def what_if(
         features=features,
         explain=explain,
         gang=gang,
+        preemption=preemption,
     )
     parsed = parse_input(
         source,
@@ -398,12 +404,22 @@ def what_if(
     limit_ranges = namespace_limit_ranges(p.namespace for p in parsed.pods)
     served = served_claim_version()
     labels = namespace_labels(parsed)
+    preemption_inputs = read_preemption_inputs() if options.preemption else None
     key = _cache_key(
         parsed,
         options,
         fingerprint,
         [[q.name, q.hard, q.used, list(q.scopes)] for q in quotas],
-        extra=[served, labels, limit_ranges],
+        extra=[
+            served,
+            labels,
+            limit_ranges,
+            *(
+                [preemption_inputs.classes, preemption_inputs.budgets]
+                if preemption_inputs is not None
+                else []
+            ),
+        ],
     )
     if use_cache:
         hit = cache.get(key)
@@ -427,6 +443,7 @@ def what_if(
                 namespaces=labels,
                 progress=progress,
                 simulation=sim,
+                preemption=preemption_inputs,
             )
         finally:
             sim.end_budget()
@@ -501,6 +518,7 @@ def answer_for(
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     progress: Progress | None = None,
     simulation: Simulation | None = None,
+    preemption: PreemptionInputs | None = None,
 ) -> JSON:
     """The answer for parsed input over a cluster view (no database access of its own: the
     view reads the pods' topology records when a spread constraint or (anti-)affinity first
@@ -509,7 +527,8 @@ def answer_for(
     `quotas`: the namespace's `QuotaObject`s (or (name, hard, used) of unscoped ones);
     `limit_ranges`: per namespace, its LimitRanges (their defaults apply to the input's pods);
     `namespaces` (name -> labels) are the namespaces whose labels are known; by default only
-    the input's own Namespace documents.
+    the input's own Namespace documents. With `options.preemption` and the `preemption`
+    inputs, a pod that fits nowhere gets the answer's `preemption` (`claims.whatif.preemption`).
     """
     sim = simulation or Simulation(view, features=options.feature_set())
     nodes = select_nodes(view.nodes, options)
@@ -558,6 +577,20 @@ def answer_for(
             demand=demand,
         )
         sim.reset()
+        # DefaultPreemption runs for one pod that no node takes.
+        nowhere = not any(e["fits"] and e["schedulable"] for e in answer["nodes"])
+        one_pod = len(focus) == 1 and not focus[0].implicit
+        if options.preemption and preemption is not None and one_pod and nowhere:
+            answer["preemption"] = preempt(
+                nodes,
+                answer["nodes"],
+                demand,
+                spec=focus[0].spec,
+                inputs=preemption,
+                usage=view.usage,
+                dra_backed=dra_backed,
+                topology=view.topology(known),
+            )
     else:
         answer = {
             "fits": None,
