@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 
 from claims.choices import ClaimState, DeviceState
 from claims.devices.availability import Grouping, annotate_units, unit_counts
+from claims.devices.classes import class_membership
 from claims.devices.states import annotate_device_state, blocked_device_ids, unhealthy_device_ids
 from claims.models import (
     AllocatedDevice,
@@ -28,6 +29,7 @@ from claims.models import (
 from dashboard.filters import (
     BooleanFilter,
     DNSSubdomainFilter,
+    ids_in,
     json_list_contains,
     with_json_text,
 )
@@ -238,7 +240,7 @@ class AttributeFilter(django_filters.Filter):
 
 
 class DeviceFilterSet(django_filters.FilterSet):
-    """Devices by driver, pool, node, class (approximated by driver), state and attributes.
+    """Devices by driver, pool, node, class (its CEL selectors), state and attributes.
 
     `state` needs the columns of `claims.devices.states.annotate_device_state` on the queryset.
     free, allocated, shared, admin and tainted match that SQL `state` column; blocked and
@@ -257,7 +259,7 @@ class DeviceFilterSet(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(choices=DeviceState.choices, method="filter_state")
     attribute = AttributeFilter(label="Attribute equals ([domain/]name=value)")
     device_class = django_filters.CharFilter(
-        method="filter_class", label="DeviceClass (by its driver selector)"
+        method="filter_class", label="DeviceClass (devices its selectors select)"
     )
     namespace = django_filters.CharFilter(
         method="filter_namespace", label="Allocated to a claim in namespace"
@@ -298,29 +300,28 @@ class DeviceFilterSet(django_filters.FilterSet):
         return super().qs
 
     def filter_class(self, qs: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        """Devices the DeviceClass selects, by all its CEL selectors: the membership that
+        availability counts (`class_membership`), so the list and the counts agree."""
         if not value:
             return qs
-        device_class = DeviceClass.objects.filter(name=value).only("name", "selectors").first()
-        if device_class is None:
+        membership = class_membership()
+        members = membership.members.get(value)
+        if members is None:
+            exists = DeviceClass.objects.filter(name=value).exists()
+            message = (
+                "DeviceClass %(value)r does not compile: %(error)s"
+                if exists
+                else "DeviceClass %(value)r does not exist"
+            )
             raise forms.ValidationError(
                 {
                     "class": forms.ValidationError(
-                        "DeviceClass %(value)r does not exist", params={"value": value}
+                        message,
+                        params={"value": value, "error": membership.errors.get(value, "")},
                     )
                 }
             )
-        driver = device_class.selected_driver
-        if driver is None:
-            raise forms.ValidationError(
-                {
-                    "class": forms.ValidationError(
-                        "DeviceClass %(value)r selects devices by CEL other than "
-                        '`device.driver == "..."`; filter by driver or attribute instead',
-                        params={"value": value},
-                    )
-                }
-            )
-        return qs.filter(driver=driver)
+        return qs.filter(pk__in=ids_in(members))
 
 
 # `class` is a Python keyword: expose the parameter under its Kubernetes word.

@@ -7,13 +7,16 @@ into a 400 naming the parameter.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import django_filters
 from django import forms
 from django.db import connection
 from django.db.models import Q, QuerySet, TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -81,3 +84,12 @@ class DNSSubdomainFilter(django_filters.CharFilter):
     """A parameter that names a Kubernetes object, validated before any query runs."""
 
     field_class = DNSSubdomainField
+
+
+def ids_in(ids: Iterable[int]) -> RawSQL:
+    """A subquery of `ids` for `pk__in=`, sent as one JSON parameter whatever their number: an
+    IN list of every GPU of a large cluster passes SQLite's 32,766 parameters."""
+    values = json.dumps(sorted(int(i) for i in ids))
+    if connection.vendor == "postgresql":
+        return RawSQL("SELECT (jsonb_array_elements_text(%s::jsonb))::bigint", (values,))
+    return RawSQL("SELECT value FROM json_each(%s)", (values,))

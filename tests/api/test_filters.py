@@ -17,6 +17,9 @@ DEVICES = "/api/inventory/devices/"
         ({"pool": "node-b"}, GPU_B),
         ({"node": "node-b"}, GPU_B),
         ({"class": "gpu.example.com"}, GPU_A | GPU_B),
+        # By the class's CEL selector, not only its driver: node-b's GPUs are a100s.
+        ({"class": "h100-only"}, GPU_A),
+        ({"class": "h100-only", "state": "free"}, {"gpu.example.com/node-a/gpu-4"}),
         (
             {"state": "free", "driver": "gpu.example.com"},
             {"gpu.example.com/node-a/gpu-4", "gpu.example.com/node-b/gpu-1"},
