@@ -27,6 +27,7 @@ import requests
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group
 from django.contrib.auth.views import LogoutView
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
@@ -220,6 +221,11 @@ class KubernetesIdentityBackend(OIDCAuthenticationBackend):
         self.OIDC_RP_SIGN_ALGO = config.signing_algorithm
         self.OIDC_RP_IDP_SIGN_KEY = None
         return super().authenticate(request, **kwargs)
+
+    def get_user(self, user_id: Any) -> Any:
+        # The library's get_user skips Django's is_active check: a deactivated person would
+        # keep the session they have. ModelBackend's refuses them at their next request.
+        return ModelBackend.get_user(self, user_id)
 
     def get_token(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The token response, the client authenticated by HTTP Basic (client_secret_basic).

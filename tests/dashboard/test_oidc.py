@@ -429,3 +429,15 @@ def test_admin_groups_give_and_take_staff_and_superuser(db, settings) -> None:
     user.refresh_from_db()
     assert not user.is_staff and not user.is_superuser
     assert list(user.groups.values_list("name", flat=True)) == ["team-a"]
+
+
+def test_a_deactivated_person_loses_their_session(db, settings) -> None:
+    """An OIDC session of a user an admin deactivated is not honoured at the next request."""
+    settings.OIDC = config(username_prefix="")
+    backend = oidc.KubernetesIdentityBackend()
+    user = backend.get_or_create_user("", "", {"sub": "erin", "groups": []})
+    client = Client()
+    client.force_login(user, backend="dashboard.oidc.KubernetesIdentityBackend")
+    assert client.get("/accounts/password_change/").status_code == 200
+    User.objects.filter(pk=user.pk).update(is_active=False)
+    assert client.get("/accounts/password_change/")["Location"].startswith("/accounts/login/")
