@@ -1,8 +1,10 @@
-"""The built-in demo cluster served by a FakeApiServer: generated objects plus their churn model."""
+"""The built-in demo cluster served by a FakeApiServer: generated objects plus their churn model,
+and the scheduler's events for its pods."""
 
 from __future__ import annotations
 
 from demo.churn import DemoChurn
+from demo.events import SchedulerEvents
 from demo.generator import generate_demo_cluster
 from dralib.kube.fakeapi.churn import Churn, apply_object
 from dralib.kube.fakeapi.server import FakeApiServer
@@ -14,5 +16,8 @@ def load_demo(server: FakeApiServer, *, nodes: int, seed: int) -> Churn:
     objects: list[Obj] = generate_demo_cluster(nodes=nodes, seed=seed)
     for obj in objects:
         apply_object(server, obj)
-    churn: Churn = DemoChurn(objects, seed=seed)
+    # The scheduler's events happen now, beside the generated objects' fixed demo times.
+    churn = SchedulerEvents(DemoChurn(objects, seed=seed))
+    for event in churn.initial(objects):
+        apply_object(server, event)
     return churn
