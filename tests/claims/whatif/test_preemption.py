@@ -16,7 +16,16 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from claims.whatif.preemption import Budget, RunningPod, pick_node, split_by_budgets
+from claims.whatif.nodefit import NodeUsage, PodDemand
+from claims.whatif.preemption import (
+    Budget,
+    PreemptionInputs,
+    RunningPod,
+    candidates_wanted,
+    pick_node,
+    preempt,
+    split_by_budgets,
+)
 from claims.whatif.service import what_if
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.helpers import URL
@@ -344,9 +353,7 @@ def test_split_by_budgets_counts_each_budget_down() -> None:
     assert split_by_budgets(pods, empty)[0] == []
 
 
-def _demand() -> Any:
-    from claims.whatif.nodefit import PodDemand
-
+def _demand() -> PodDemand:
     return PodDemand(requests={"cpu": 100})
 
 
@@ -575,3 +582,53 @@ def test_devices_held_by_lower_priority_pods_do_not_make_a_candidate() -> None:
     assert answer["preemption"]["node"] is None
     assert answer["preemption"]["candidates"] == 0
     assert "devices never count as free" in answer["preemption"]["message"]
+
+
+def test_candidates_wanted_as_calculate_num_candidates() -> None:
+    """10% of the nodes, at least 100, never more than there are."""
+    assert [candidates_wanted(n) for n in (5000, 1200, 300, 40)] == [500, 120, 100, 40]
+
+
+def test_the_search_stops_once_enough_candidates_are_held() -> None:
+    """On 1,000 full nodes each with one low-priority pod, 100 candidates are enough: the pods
+    of only the first 200 nodes (one read) are asked for, not all 1,000."""
+    names = [f"n-{i:04d}" for i in range(1000)]
+    nodes = [
+        {"metadata": {"name": n}, "status": {"allocatable": {"cpu": "1", "pods": "10"}}}
+        for n in names
+    ]
+    entries = [
+        {"node": n, "fits": True, "filter": {"filter": "NodeResourcesFit", "reason": "x"}}
+        for n in names
+    ]
+    asked: list[str] = []
+
+    def running(wanted: Any, below: int) -> dict[str, list[RunningPod]]:
+        asked.extend(wanted)
+        return {
+            n: [RunningPod("ns", f"p-{n}", f"u-{n}", 0, PodDemand(requests={"cpu": 1000}))]
+            for n in wanted
+        }
+
+    inputs = PreemptionInputs(classes=[], budgets=[], running=running, claims=lambda refs: {})
+    usage = {n: NodeUsage({"cpu": 1000}, 1) for n in names}
+    answer = preempt(
+        nodes,
+        entries,
+        PodDemand(requests={"cpu": 500}),
+        spec={"priority": 0, "priorityClassName": "system-cluster-critical"},
+        inputs=inputs,
+        usage=usage,
+    )
+    # spec.priority 0 differs from the class's value: admission refuses, nothing is read.
+    assert asked == [] and "must not be provided" in answer["message"]
+    answer = preempt(
+        nodes,
+        entries,
+        PodDemand(requests={"cpu": 500}),
+        spec={"priorityClassName": "system-cluster-critical"},
+        inputs=inputs,
+        usage=usage,
+    )
+    assert len(asked) == 200
+    assert answer["candidates"] == 100 and answer["node"] == "n-0000"
