@@ -313,6 +313,22 @@ class OIDCSettings:
     session_seconds: int = 8 * 3600
     timeout_seconds: int = 10
 
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """Origins the browser is sent to: the issuer's, and a configured end-session one's.
+
+        The pages' Content-Security-Policy (form-action) lets the sign-out form's redirect go
+        there and nowhere else.
+        """
+        urls = (self.issuer, self.end_session_endpoint)
+        return tuple(dict.fromkeys(url_origin(url) for url in urls if url))
+
+
+def url_origin(url: str) -> str:
+    """`scheme://host[:port]` of a URL, as a Content-Security-Policy source names it."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
 
 def check_provider_url(name: str, url: str) -> str:
     """An https:// URL, or http:// to this host only (a provider beside the dashboard, tests).

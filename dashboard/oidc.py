@@ -43,7 +43,7 @@ from mozilla_django_oidc.views import (
 )
 from requests.auth import HTTPBasicAuth
 
-from dashboard.env import ConfigError, OIDCSettings, check_provider_url
+from dashboard.env import ConfigError, OIDCSettings, check_provider_url, url_origin
 from dashboard.throttle import (
     ThrottledLoginView,
     client_address,
@@ -414,6 +414,14 @@ class SignOutView(LogoutView):
             logger.warning("OIDC provider unavailable at sign-out: %s", exc)
             return response
         if not end_session:
+            return response
+        if url_origin(end_session) not in config.origins:
+            # The pages' form-action policy would stop the browser there: sign out here only.
+            logger.warning(
+                "OIDC end_session_endpoint %s is off the issuer's origin; set "
+                "DASHBOARD_OIDC_END_SESSION_ENDPOINT to sign out at the provider too",
+                end_session,
+            )
             return response
         # OpenID Connect RP-Initiated Logout 1.0: the provider returns the browser to sign-in.
         query = urlencode(

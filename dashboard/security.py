@@ -268,6 +268,9 @@ def content_security_policy(request: HttpRequest) -> str:
     indicator <style>; script, the real injection risk, allows no inline code and no eval.
     """
     connect = ["'self'"]
+    # Sign-out posts here and is sent on to the OpenID provider's end_session_endpoint: form
+    # submissions' redirects are held to form-action too.
+    form_action = ["'self'", *(settings.OIDC.origins if settings.OIDC else ())]
     # Older browsers do not count ws(s):// of the page's own host as 'self'.
     with contextlib.suppress(DisallowedHost):
         connect.append(f"{'wss' if request.is_secure() else 'ws'}://{request.get_host()}")
@@ -281,7 +284,7 @@ def content_security_policy(request: HttpRequest) -> str:
             f"connect-src {' '.join(connect)}",
             "object-src 'none'",
             "base-uri 'none'",
-            "form-action 'self'",
+            f"form-action {' '.join(form_action)}",
             "frame-ancestors 'none'",
         ]
     )

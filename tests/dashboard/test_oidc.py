@@ -441,3 +441,18 @@ def test_a_deactivated_person_loses_their_session(db, settings) -> None:
     assert client.get("/accounts/password_change/").status_code == 200
     User.objects.filter(pk=user.pk).update(is_active=False)
     assert client.get("/accounts/password_change/")["Location"].startswith("/accounts/login/")
+
+
+def test_the_pages_let_sign_out_go_on_to_the_provider_only(oidc_on, db, settings) -> None:
+    """form-action names the provider's origin beside 'self' while OIDC is on, and only then."""
+    policy = Client().get("/accounts/login/")["Content-Security-Policy"]
+    assert f"form-action 'self' {oidc_on.issuer};" in policy
+    settings.OIDC = None
+    policy = Client().get("/accounts/login/")["Content-Security-Policy"]
+    assert "form-action 'self';" in policy
+
+
+def test_origins_are_the_issuers_and_a_configured_end_sessions() -> None:
+    settings = config(end_session_endpoint="https://logout.example.com:8443/end?x=1")
+    assert settings.origins == ("https://idp.example.com", "https://logout.example.com:8443")
+    assert config().origins == ("https://idp.example.com",)

@@ -5,140 +5,33 @@ them and filling in the provider's own login and consent pages."""
 from __future__ import annotations
 
 import re
-import sqlite3
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 
-from tests.console.hostile_server import server_command, server_env
-from tests.oidc.provider import CLIENT_ID, CLIENT_SECRET, Provider, running_provider, sign_in
-from tests.paths import ROOT, free_port
+from tests.oidc.provider import CLIENT_ID, sign_in
+from tests.oidc.site import (
+    ACCOUNTS,
+    LOCAL_USER,
+    PROVIDER_NAME,
+    SESSION_SECONDS,
+    Site,
+    oidc_site,
+)
 
 pytestmark = pytest.mark.once
 
-ACCOUNTS = {
-    "alice": {"email": "alice@example.com", "groups": ["team-a"]},
-    "bob": {"email": "bob@example.com", "groups": ["team-b"]},
-    "carol": {"email": "carol@example.com", "groups": ["team-a"]},
-}
-LOCAL_USER = ("carol", "carol-local-password")
-# The header's name beside the sign-out button.
-SIGNED_IN_AS = r'<span>([^<]+)</span>\s*<form method="post" action="/accounts/logout/'
 SIGN_IN_WITH = r'<a class="button" id="oidc-sign-in" href="([^"]+)">Sign in with ([^<]+)<'
-
-
-@dataclass
-class Site:
-    url: str
-    provider: Provider
-    database: Path
-
-    def identity(self, username: str) -> dict[str, object]:
-        """What the dashboard's database holds for `username`: groups, flags, password."""
-        with sqlite3.connect(f"file:{self.database}?mode=ro", uri=True) as db:
-            row = db.execute(
-                "SELECT id, is_staff, is_superuser, password, email FROM auth_user"
-                " WHERE username = ?",
-                (username,),
-            ).fetchone()
-            assert row is not None, f"no user {username}"
-            groups = [
-                name
-                for (name,) in db.execute(
-                    "SELECT g.name FROM auth_group g JOIN auth_user_groups ug"
-                    " ON ug.group_id = g.id WHERE ug.user_id = ? ORDER BY g.name",
-                    (row[0],),
-                )
-            ]
-        return {
-            "groups": groups,
-            "is_staff": bool(row[1]),
-            "is_superuser": bool(row[2]),
-            "usable_password": not str(row[3]).startswith("!"),
-            "email": row[4],
-        }
-
-    def signed_in_as(self, session: requests.Session) -> str | None:
-        """The username the dashboard's header shows for this session, or None."""
-        page = session.get(f"{self.url}/", allow_redirects=False, timeout=10)
-        if page.status_code != 200:
-            return None
-        found = re.search(SIGNED_IN_AS, page.text)
-        return found.group(1) if found else None
-
-
-def _manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    var_dir = tmp_path_factory.mktemp("oidc-var")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with running_provider(
-        tmp_path_factory.mktemp("oidc-provider"),
-        redirect_uri=f"{url}/accounts/oidc/callback/",
-        post_logout_uri=f"{url}/accounts/login/",
-        accounts=ACCOUNTS,
-    ) as provider:
-        env = server_env(
-            var_dir,
-            OIDC_ISSUER=provider.issuer,
-            OIDC_CLIENT_ID=CLIENT_ID,
-            OIDC_CLIENT_SECRET=CLIENT_SECRET,
-            OIDC_SCOPES="openid email profile groups",
-            OIDC_USERNAME_CLAIM="preferred_username",
-            OIDC_USERNAME_PREFIX="-",
-            OIDC_PROVIDER_NAME="Example SSO",
-            OIDC_ADMIN_GROUPS="platform-admins",
-            OIDC_SESSION_SECONDS="3600",
-            # The bad callbacks below must not lock the tests' own address out.
-            LOGIN_MAX_ADDRESS_FAILURES="1000",
-        )
-        _manage(env, "migrate", "--verbosity", "0")
-        _manage(
-            env,
-            "shell",
-            "-c",
-            "from django.contrib.auth.models import User;"
-            f"User.objects.create_user({LOCAL_USER[0]!r}, password={LOCAL_USER[1]!r})",
-        )
-        log_path = var_dir / "server.log"
-        with open(log_path, "wb") as log:
-            server = subprocess.Popen(
-                server_command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/accounts/login/", timeout=2)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise RuntimeError(f"no server: {log_path.read_text()}") from None
-                    time.sleep(0.2)
-            yield Site(url=url, provider=provider, database=var_dir / "dashboard.sqlite3")
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-        assert " 500 " not in log_path.read_text(), "the dashboard answered 500"
+    with oidc_site(
+        tmp_path_factory.mktemp("oidc-var"), tmp_path_factory.mktemp("oidc-provider")
+    ) as running:
+        yield running
 
 
 def oidc_start(site: Site, session: requests.Session, next_path: str = "") -> str:
@@ -146,7 +39,7 @@ def oidc_start(site: Site, session: requests.Session, next_path: str = "") -> st
     page = session.get(f"{site.url}/accounts/login/{next_path}", timeout=10)
     found = re.search(SIGN_IN_WITH, page.text)
     assert found is not None, page.text
-    assert found.group(2) == "Example SSO"
+    assert found.group(2) == PROVIDER_NAME
     return site.url + found.group(1).replace("&amp;", "&")
 
 
@@ -164,7 +57,7 @@ def test_alice_and_bob_sign_in_as_their_kubernetes_identities(site: Site) -> Non
         assert urlsplit(landed.url).path == "/nodes/"
         assert site.signed_in_as(session) == name
         callback = next(r for r in landed.history if "/accounts/oidc/callback/" in r.url)
-        assert "Max-Age=3600" in callback.headers["Set-Cookie"]  # DASHBOARD_OIDC_SESSION_SECONDS
+        assert f"Max-Age={SESSION_SECONDS}" in callback.headers["Set-Cookie"]
         identity = site.identity(name)
         assert identity["groups"] == [group]
         assert identity == {
