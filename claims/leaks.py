@@ -40,6 +40,7 @@ from claims.choices import ClaimState
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
 from inventory.choices import Kind
 from inventory.models import Device, SyncState
+from inventory.visibility import EVERYTHING, Visibility
 
 KINDS = (
     "unreserved",
@@ -316,10 +317,13 @@ def _pool_leaks() -> Iterable[Leak]:
         )
 
 
-def leak_report(*, now: datetime | None = None) -> dict[str, Any]:
-    """The leaks as JSON, with counts per kind and the oldest known age per kind."""
+def leak_report(
+    *, now: datetime | None = None, visibility: Visibility = EVERYTHING
+) -> dict[str, Any]:
+    """The leaks as JSON, with counts per kind and the oldest known age per kind; only claims
+    of namespaces in `visibility` are listed and counted."""
     now = now or timezone.now()
-    leaks = find_leaks(now=now)
+    leaks = [leak for leak in find_leaks(now=now) if visibility.allows(leak.namespace)]
     counts = dict.fromkeys(KINDS, 0)
     oldest: dict[str, float | None] = dict.fromkeys(KINDS)
     for leak in leaks:

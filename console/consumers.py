@@ -16,9 +16,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders
+from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders, visible_ids
 from dashboard.live import ChangedEvent, group_name
 from dashboard.registry import live_topics
+from inventory.visibility import NOTHING, Visibility, visibility_of_user
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     subscriptions: list[Subscription]
     joined: set[str]
+    seen: Visibility = NOTHING
 
     async def connect(self) -> None:
         self.subscriptions = []
@@ -76,6 +78,17 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         except TopicError as exc:
             log.info("live socket refused: %s", exc)
             await self.close(code=4400)
+            return
+        self.seen = await database_sync_to_async(visibility_of_user)(user)
+        refused = [
+            sub.topic
+            for sub in self.subscriptions
+            if sub.kind == "namespace" and not self.seen.allows(sub.arg)
+        ]
+        if refused:
+            # As if the namespace held nothing to follow: the page could not be opened either.
+            log.info("live socket refused: %s may not see %s", user, ", ".join(refused))
+            await self.close(code=4403)
             return
         await database_sync_to_async(prime_holders)(self.subscriptions)
         for sub in self.subscriptions:
@@ -94,6 +107,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         return None
 
     async def live_changed(self, event: ChangedEvent) -> None:
+        ids = [str(i) for i in event["ids"]]
+        if not self.seen.everything:
+            ids = await database_sync_to_async(visible_ids)(event["topic"], ids, self.seen)
+            if not ids:
+                return
+            event = {**event, "ids": ids}
         for sub in self.subscriptions:
             if event["topic"] not in sub.groups:
                 continue
@@ -102,7 +121,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                     {
                         "topic": sub.topic,
                         "kind": event["topic"],
-                        "ids": event["ids"],
+                        "ids": ids,
                         "seq": event.get("seq", ""),
                     }
                 )

@@ -26,6 +26,7 @@ from claims.models import (
 )
 from dashboard.live import ChangedEvent
 from inventory.models import Device, Pool, ResourceSlice
+from inventory.visibility import Visibility, scope_namespaced
 
 SCOPED_GROUPS = {
     "pool": ("pools", "slices", "devices", "claims"),
@@ -206,3 +207,26 @@ def prime_holders(subscriptions: list[Subscription]) -> None:
         elif sub.kind == "namespace":
             for group in SCOPED_GROUPS["namespace"]:
                 _concerns_namespace(sub, group, [])
+
+
+def visible_ids(group: str, ids: list[str], seen: Visibility) -> list[str]:
+    """The ids of an event a person may hear of: for namespaced groups, only rows of namespaces
+    `seen` allows. A deleted row's namespace is unknown, so its id is dropped (fail closed), as
+    is every id of a namespaced group without a model here."""
+    if seen.everything or group not in SCOPED_GROUPS["namespace"]:
+        return ids
+    model = _NAMESPACED_MODELS.get(group)
+    if model is None or "*" in ids:
+        return ["*"] if model is not None and "*" in ids else []
+    pks = [int(value) for value in ids if value.isdigit()]
+    rows = scope_namespaced(model.objects.filter(pk__in=pks), seen)
+    return [str(pk) for pk in rows.values_list("pk", flat=True)]
+
+
+_NAMESPACED_MODELS: dict[str, Any] = {
+    "claims": ResourceClaim,
+    "pods": Pod,
+    "templates": ResourceClaimTemplate,
+    "quotas": ResourceQuota,
+    "events": Event,
+}

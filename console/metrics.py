@@ -26,6 +26,7 @@ import contextlib
 import hmac
 import logging
 import math
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -66,6 +67,7 @@ from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
 from dralib.allocator.quantity import exact_amount
 from inventory.models import CounterSet, Device, SkippedObject, SyncState
+from inventory.visibility import Visibility, visibility_for
 
 log = logging.getLogger(__name__)
 
@@ -609,7 +611,30 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     if status == 403:
         return HttpResponse("metrics: the bearer token does not match\n", status=403)
-    return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
+    body = render_metrics()
+    if _bearer(request) is None:
+        # A person, not the Prometheus scrape: only the namespaces they may see.
+        body = visible_series(body, visibility_for(request))
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+_NAMESPACE_LABEL = re.compile(rb'[{,]namespace="([^"\\]*)"')
+
+
+def visible_series(text: bytes, seen: Visibility) -> bytes:
+    """The exposition without the samples labelled with a namespace `seen` does not allow.
+
+    Only the pending-claim series carry a namespace; cluster-wide figures (units, devices,
+    leaks per kind) are the same for everyone, as capacity is.
+    """
+    if seen.everything:
+        return text
+    kept = []
+    for line in text.splitlines(keepends=True):
+        found = _NAMESPACE_LABEL.search(line) if not line.startswith(b"#") else None
+        if found is None or seen.allows(found.group(1).decode()):
+            kept.append(line)
+    return b"".join(kept)
 
 
 def as_samples(text: str) -> Mapping[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -24,6 +24,7 @@ from claims.devices.counts import COUNT_KEYS, available_count, driver_utilisatio
 from claims.devices.pages import bar_segments, percent
 from claims.models import ResourceClaim, UtilisationSample
 from inventory.models import Node, Pool, SyncState
+from inventory.visibility import EVERYTHING, Visibility, scope_namespaced
 
 CHART_WIDTH = 1100
 CHART_HEIGHT = 230
@@ -85,8 +86,9 @@ def utilisation_chart(*, hours: int = 24) -> dict[str, Any]:
     return chart
 
 
-def overview_context() -> dict[str, Any]:
-    """Everything the overview template shows, in a fixed number of queries."""
+def overview_context(seen: Visibility = EVERYTHING) -> dict[str, Any]:
+    """Everything the overview template shows, in a fixed number of queries; pending claims
+    only of the namespaces `seen` allows (capacity is the same for everyone)."""
 
     drivers = driver_utilisation()
     totals = dict.fromkeys(COUNT_KEYS, 0)
@@ -111,7 +113,7 @@ def overview_context() -> dict[str, Any]:
         .order_by("driver", "name")[:10]
     )
     pending = list(
-        ResourceClaim.objects.filter(state=ClaimState.PENDING)
+        scope_namespaced(ResourceClaim.objects.filter(state=ClaimState.PENDING), seen)
         .only("pk", "namespace", "name", "device_classes", "diagnosis", "created_at")
         .annotate(matching=everything)
         .order_by("-created_at")[:10]

@@ -21,6 +21,13 @@ from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
 from inventory.freshness import cluster_freshness
 from inventory.models import SkippedObject, SyncState
+from inventory.visibility import (
+    EVERYTHING,
+    Visibility,
+    hide_other_namespaces,
+    scope_namespaced,
+    visibility_for,
+)
 
 
 @read_access
@@ -28,7 +35,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render_page(
         request,
         template="console/overview.html",
-        context=overview_context(),
+        context=overview_context(visibility_for(request)),
         fragments={"body": "console/_overview_body.html"},
         live=["overview"],
     )
@@ -40,7 +47,9 @@ def sync_status(request: HttpRequest) -> HttpResponse:
 
     kind = request.GET.get("kind", "").strip()
     text = request.GET.get("q", "").strip()
-    skipped = SkippedObject.objects.all()
+    skipped = scope_namespaced(
+        SkippedObject.objects.all(), visibility_for(request), cluster_scoped=True
+    )
     if kind:
         skipped = skipped.filter(kind=kind)
     if text:
@@ -97,7 +106,9 @@ def form_values(form: QueryDict) -> dict[str, str]:
     return values
 
 
-def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tuple[Any, str]:
+def read_claim_input(
+    *, text: str, upload: Any = None, template: str = "", seen: Visibility = EVERYTHING
+) -> tuple[Any, str]:
     """What to simulate (YAML text or a stored object) and a label saying where it came from.
 
     An uploaded file wins over the text box, which wins over a picked template
@@ -113,7 +124,8 @@ def read_claim_input(*, text: str, upload: Any = None, template: str = "") -> tu
     if template:
         namespace, _, name = template.partition("/")
         row = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
-        if row is None:
+        # Another namespace's template is refused as one that does not exist.
+        if row is None or not seen.allows(namespace):
             raise WhatIfError("template", f"no ResourceClaimTemplate {template!r}")
         return dict(row.obj), f"ResourceClaimTemplate {template}"
     return None, ""
@@ -131,9 +143,10 @@ def what_if(request: HttpRequest) -> HttpResponse:
     form = request.POST if request.method == "POST" else request.GET
     context: dict[str, Any] = {
         "templates": list(
-            ResourceClaimTemplate.objects.order_by("namespace", "name").values_list(
-                "namespace", "name"
-            )
+            scope_namespaced(
+                ResourceClaimTemplate.objects.order_by("namespace", "name"),
+                visibility_for(request),
+            ).values_list("namespace", "name")
         ),
         "max_count": MAX_COUNT,
         "values": form_values(form),
@@ -150,6 +163,7 @@ def what_if(request: HttpRequest) -> HttpResponse:
                 context["values"],
                 upload=request.FILES.get("file"),
                 submitter=request.user.get_username(),
+                seen=visibility_for(request),
             )
         )
     return render_page(
@@ -161,7 +175,11 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
 
 def run_what_if(
-    values: dict[str, str], *, upload: Any = None, submitter: str = ""
+    values: dict[str, str],
+    *,
+    upload: Any = None,
+    submitter: str = "",
+    seen: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
     """Answer the form through the API's request path and shape the answer for the templates.
 
@@ -171,7 +189,7 @@ def run_what_if(
     """
     try:
         source, label = read_claim_input(
-            text=values["yaml"], upload=upload, template=values["template"]
+            text=values["yaml"], upload=upload, template=values["template"], seen=seen
         )
         question = read_request({"yaml": source}, options=values)
         answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
@@ -181,7 +199,7 @@ def run_what_if(
         values = {**values, "yaml": source}
     kept = keep_answer(answer, values=values, source=label, submitter=submitter)
     return {
-        "result": shape_what_if(answer, asked=values.get("count", "")),
+        "result": shape_what_if(hide_other_namespaces(answer, seen), asked=values.get("count", "")),
         "source": label,
         "share_url": reverse("what-if-shared", args=[kept.token]),
     }
@@ -205,14 +223,19 @@ def what_if_shared(request: HttpRequest, token: str) -> HttpResponse:
     values.update({k: str(v) for k, v in shared.values.items() if k in WHAT_IF_FIELDS})
     context: dict[str, Any] = {
         "templates": list(
-            ResourceClaimTemplate.objects.order_by("namespace", "name").values_list(
-                "namespace", "name"
-            )
+            scope_namespaced(
+                ResourceClaimTemplate.objects.order_by("namespace", "name"),
+                visibility_for(request),
+            ).values_list("namespace", "name")
         ),
         "max_count": MAX_COUNT,
         "values": values,
         "error": "",
-        "result": shape_what_if(shared.answer, asked=values["count"], with_grids=False),
+        "result": shape_what_if(
+            hide_other_namespaces(shared.answer, visibility_for(request)),
+            asked=values["count"],
+            with_grids=False,
+        ),
         "source": shared.source,
         "kept": shared,
         "share_url": request.path,

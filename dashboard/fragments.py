@@ -9,8 +9,9 @@ URL (the event's id included) share one render: the first renders while the othe
 and later ones take the kept result for a short while. A new event has a new id, hence a new URL:
 nothing older than the event that asked is ever served.
 
-Only fragments for signed-in users are shared: every signed-in user may read every page (see
-`dashboard.permissions`), and a fragment holding a CSRF token (a form) is never shared.
+Only fragments for signed-in users are shared, and only between people who see the same
+namespaces (the key holds `dashboard.registry.viewer_key`, which the app deciding visibility
+registers); a fragment holding a CSRF token (a form) is never shared.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+
+from dashboard.registry import viewer_key
 
 # How long a render is kept for the requests of one event, and how many renders are kept.
 KEEP_SECONDS = 30.0
@@ -46,7 +49,7 @@ def shareable(request: HttpRequest) -> str | None:
         or not request.user.is_authenticated
     ):
         return None
-    return request.get_full_path()
+    return f"{request.get_full_path()}#{viewer_key(request)}"
 
 
 def render_shared(key: str, render: Callable[[], HttpResponse]) -> HttpResponse:

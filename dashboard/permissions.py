@@ -1,10 +1,11 @@
 """API permissions: read-only, for any signed-in user (or everyone with DASHBOARD_PUBLIC_READ).
 
-Decision: the viewer role is "any active, signed-in user". The dashboard shows cluster-wide objects
-that the service account already reads; it holds no per-namespace secrets, so a separate "viewer"
-group would only add an administrative step without narrowing what anyone sees. Members of a
-`viewer` group are therefore ordinary signed-in users here. Writes are refused to everyone except
-on views that opt in with `allow_post = True` (the what-if endpoint, which changes nothing).
+Decision: reading needs an active, signed-in user; what they read is narrowed elsewhere, per
+namespace, by what their Kubernetes identity may list (SubjectAccessReviews, applied by every
+namespaced list, detail and answer), so no dashboard-side role is needed: Kubernetes RBAC is the
+one source of who sees which namespace. Cluster-scoped capacity is shown to every reader. Writes
+are refused to everyone except on views that opt in with `allow_post = True` (the what-if
+endpoint, which changes nothing).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ second `ready()` (tests reload app configs) adds nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ _nav: dict[str, NavLink] = {}
 _periodic: dict[str, PeriodicTask] = {}
 _queues: dict[str, str] = {}
 _topics: set[str] = set()
+_viewer_key: list[Callable[[Any], str]] = []
 
 
 def register_nav(url_name: str, label: str, *, order: int, sections: tuple[str, ...] = ()) -> None:
@@ -108,3 +109,14 @@ def register_live_topics(*topics: str) -> None:
 def live_topics() -> frozenset[str]:
     """Every registered live topic."""
     return frozenset(_topics)
+
+
+def register_viewer_key(key: Callable[[Any], str]) -> None:
+    """Declare how a request's viewer is told apart: two requests whose keys are equal see the
+    same rows (the app deciding visibility registers it; shared renders are keyed by it)."""
+    _viewer_key[:] = [key]
+
+
+def viewer_key(request: Any) -> str:
+    """The registered key of the request's viewer; "" when no app decides visibility."""
+    return _viewer_key[0](request) if _viewer_key else ""

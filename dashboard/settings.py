@@ -173,6 +173,13 @@ KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 WATCH_TIMEOUT_SECONDS = env_int("WATCH_TIMEOUT_SECONDS", 290, minimum=1)
 # Objects per page when a watcher lists a kind (the `limit` of each list request).
 LIST_PAGE_SIZE = env_int("LIST_PAGE_SIZE", 500, minimum=1)
+# Namespaced objects are shown to a person only for the namespaces their Kubernetes identity may
+# list (asked with SubjectAccessReviews); off: every signed-in person sees everything.
+# On by default whenever there is a cluster to ask; a snapshot without one has no RBAC to ask.
+RBAC_VISIBILITY = env_bool("RBAC_VISIBILITY", bool(KUBECONFIG) or KUBE_IN_CLUSTER)
+# How long one person's answers are kept, and for how many people at most.
+RBAC_CACHE_SECONDS = env_int("RBAC_CACHE_SECONDS", 60, minimum=0)
+RBAC_CACHE_SIZE = env_int("RBAC_CACHE_SIZE", 1000, minimum=1)
 
 PUBLIC_READ = env_bool("PUBLIC_READ", False)
 # Run the watchers and periodic jobs inside the web process (bin/run's single-process mode).

@@ -10,6 +10,10 @@ class InventoryConfig(AppConfig):
     def ready(self) -> None:
         # Importing the module registers the inventory kinds' sync handlers.
         import inventory.sync  # noqa: F401
+        from inventory.visibility import sharing_key
+
+        # Live renders are shared only between people who see the same namespaces.
+        registry.register_viewer_key(sharing_key)
 
         registry.register_live_topics(
             "nodes", "namespaces", "classes", "pools", "slices", "devices", "sync"

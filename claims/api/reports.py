@@ -24,6 +24,7 @@ from claims.devices.poolstatus import (
     pool_status_request,
 )
 from claims.leaks import leak_report
+from inventory.visibility import visibility_for
 
 
 class PoolStatusQuerySerializer(serializers.Serializer[Any]):
@@ -80,4 +81,4 @@ class LeakView(APIView):
 
     @extend_schema(responses=OpenApiResponse(description="Leaks with counts and ages per kind."))
     def get(self, request: Request) -> Response:
-        return Response(leak_report())
+        return Response(leak_report(visibility=visibility_for(request)))

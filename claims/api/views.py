@@ -7,7 +7,7 @@ The what-if endpoint lives in `claims/api/whatif.py`; this module only reads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
@@ -38,11 +38,23 @@ from claims.models import (
 from dashboard.api import ReadOnlyViewSet, StrictOrderingFilter
 from inventory.filters import PoolFilterSet
 from inventory.models import Device, Pool
+from inventory.visibility import scope_namespaced, visibility_for
 
 NAMESPACED_ORDERING = ("pk", "namespace", "name", "resource_version", "synced_at")
 
 
-class ResourceClaimViewSet(ReadOnlyViewSet):
+class NamespacedViewSet(ReadOnlyViewSet):
+    """A namespaced kind: lists and details only hold namespaces the person may see (another
+    namespace's object answers 404, as one that does not exist)."""
+
+    namespace_field: ClassVar[str] = "namespace"
+
+    def get_queryset(self) -> QuerySet[Any]:
+        queryset = super().get_queryset()
+        return scope_namespaced(queryset, visibility_for(self.request), field=self.namespace_field)
+
+
+class ResourceClaimViewSet(NamespacedViewSet):
     """Claims; the detail adds allocation results, reservations and the normalized object."""
 
     queryset = ResourceClaim.objects.all()
@@ -60,7 +72,7 @@ class ResourceClaimViewSet(ReadOnlyViewSet):
         return queryset
 
 
-class ResourceClaimTemplateViewSet(ReadOnlyViewSet):
+class ResourceClaimTemplateViewSet(NamespacedViewSet):
     queryset = ResourceClaimTemplate.objects.all()
     serializer_class = serializers.ResourceClaimTemplateSerializer
     detail_serializer_class = serializers.ResourceClaimTemplateDetailSerializer
@@ -69,7 +81,7 @@ class ResourceClaimTemplateViewSet(ReadOnlyViewSet):
     ordering_fields = NAMESPACED_ORDERING
 
 
-class PodViewSet(ReadOnlyViewSet):
+class PodViewSet(NamespacedViewSet):
     """Every pod: its projection (node, phase, requests, host ports); claim columns and the
     object (`obj`, detail) only for pods that use ResourceClaims."""
 
@@ -81,7 +93,7 @@ class PodViewSet(ReadOnlyViewSet):
     ordering_fields = (*NAMESPACED_ORDERING, "phase", "node_name")
 
 
-class ResourceQuotaViewSet(ReadOnlyViewSet):
+class ResourceQuotaViewSet(NamespacedViewSet):
     queryset = ResourceQuota.objects.all()
     serializer_class = serializers.ResourceQuotaSerializer
     detail_serializer_class = serializers.ResourceQuotaDetailSerializer
@@ -90,7 +102,7 @@ class ResourceQuotaViewSet(ReadOnlyViewSet):
     ordering_fields = NAMESPACED_ORDERING
 
 
-class PodSchedulingContextViewSet(ReadOnlyViewSet):
+class PodSchedulingContextViewSet(NamespacedViewSet):
     queryset = PodSchedulingContext.objects.all()
     serializer_class = serializers.PodSchedulingContextSerializer
     detail_serializer_class = serializers.PodSchedulingContextDetailSerializer
@@ -99,7 +111,7 @@ class PodSchedulingContextViewSet(ReadOnlyViewSet):
     ordering_fields = (*NAMESPACED_ORDERING, "selected_node")
 
 
-class AllocatedDeviceViewSet(ReadOnlyViewSet):
+class AllocatedDeviceViewSet(NamespacedViewSet):
     """Every allocation result of every claim, with the claim's namespace and name."""
 
     # The claim's own JSON is not needed here: keep it out of the join.
@@ -110,6 +122,7 @@ class AllocatedDeviceViewSet(ReadOnlyViewSet):
         "claim__name",
     )
     serializer_class = serializers.AllocatedDeviceSerializer
+    namespace_field = "claim__namespace"
     detail_serializer_class = serializers.AllocatedDeviceDetailSerializer
     filterset_class = filters.AllocatedDeviceFilterSet
     raw_field = None

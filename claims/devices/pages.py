@@ -26,6 +26,7 @@ from claims.devices.usage import capacity_usages, counter_usage
 from claims.models import AllocatedDevice, Pod, Reservation
 from dralib.allocator.pools import NodeInfo, NodeSelector
 from inventory.models import Device, DeviceTaintRule, Node, Pool
+from inventory.visibility import EVERYTHING, OTHER_CLAIM, Visibility
 
 DIGITS = "0123456789"
 
@@ -109,14 +110,20 @@ class Holding:
     share_id: str = ""
     admin_access: bool = False
     consumers: list[Consumer] = field(default_factory=list)
+    # A claim of a namespace the person may not see: named by neither claim nor pod.
+    hidden: bool = False
 
     @property
     def label(self) -> str:
         """The holder in a few words: its first pod (the claim when reserved for nobody)."""
+        if self.hidden:
+            return OTHER_CLAIM
         return self.consumers[0].name if self.consumers else f"{self.namespace}/{self.claim}"
 
     @property
     def text(self) -> str:
+        if self.hidden:
+            return f"held by {OTHER_CLAIM}"
         claim = f"claim {self.namespace}/{self.claim}"
         if not self.consumers:
             return f"{claim}, reserved for nobody"
@@ -147,7 +154,11 @@ def consumers_by_claim(claim_ids: Iterable[int]) -> dict[int, list[Consumer]]:
     return found
 
 
-def _holding(entry: AllocatedDevice, consumers: Mapping[int, list[Consumer]]) -> Holding:
+def _holding(
+    entry: AllocatedDevice, consumers: Mapping[int, list[Consumer]], seen: Visibility
+) -> Holding:
+    if not seen.allows(entry.claim.namespace):
+        return Holding(namespace="", claim="", request=entry.request, hidden=True)
     return Holding(
         namespace=entry.claim.namespace,
         claim=entry.claim.name,
@@ -158,9 +169,11 @@ def _holding(entry: AllocatedDevice, consumers: Mapping[int, list[Consumer]]) ->
     )
 
 
-def device_holdings(devices: Iterable[Device]) -> dict[str, list[Holding]]:
+def device_holdings(
+    devices: Iterable[Device], *, seen: Visibility = EVERYTHING
+) -> dict[str, list[Holding]]:
     """Who holds each device, by `driver/pool/device` key: its claims and their consumers
-    (two queries whatever the number of devices)."""
+    (two queries whatever the number of devices); claims `seen` does not allow are hidden."""
     keys = {(d.driver, d.pool_name, d.name) for d in devices}
     if not keys:
         return {}
@@ -184,12 +197,15 @@ def device_holdings(devices: Iterable[Device]) -> dict[str, list[Holding]]:
     consumers = consumers_by_claim(entry.claim_id for entry in entries)
     holdings: dict[str, list[Holding]] = defaultdict(list)
     for entry in entries:
-        holdings[entry.key].append(_holding(entry, consumers))
+        holdings[entry.key].append(_holding(entry, consumers, seen))
     return holdings
 
 
-def holders_by_device(driver: str, pool_name: str) -> dict[str, list[Any]]:
-    """Allocation results naming devices of one pool, with their claims (one query)."""
+def holders_by_device(
+    driver: str, pool_name: str, *, seen: Visibility = EVERYTHING
+) -> dict[str, list[Any]]:
+    """Allocation results naming devices of one pool, with their claims (one query); each
+    says `hidden` when its claim's namespace is not one `seen` allows."""
 
     holders: dict[str, list[Any]] = defaultdict(list)
     entries = AllocatedDevice.objects.filter(driver=driver, pool=pool_name).select_related("claim")
@@ -204,11 +220,14 @@ def holders_by_device(driver: str, pool_name: str) -> dict[str, list[Any]]:
         "claim__name",
         "claim__state",
     ):
+        entry.hidden = not seen.allows(entry.claim.namespace)
         holders[entry.device].append(entry)
     return holders
 
 
-def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, Any]]:
+def pool_grid(
+    pool: Pool, *, chosen: set[str] | None = None, seen: Visibility = EVERYTHING
+) -> list[dict[str, Any]]:
     """The devices of a pool's current generation with state, holders and whether chosen."""
     devices = list(
         annotate_device_state(pool.devices.filter(current=True))
@@ -228,13 +247,15 @@ def pool_grid(pool: Pool, *, chosen: set[str] | None = None) -> list[dict[str, A
         .order_by(*natural_order("name"), "pk")
     )
     refine_device_states(devices)
-    holders = holders_by_device(pool.driver, pool.name)
-    consumers = consumers_by_claim(h.claim_id for held in holders.values() for h in held)
+    holders = holders_by_device(pool.driver, pool.name, seen=seen)
+    consumers = consumers_by_claim(
+        h.claim_id for held in holders.values() for h in held if not h.hidden
+    )
     chosen = chosen or set()
     cells = []
     for device in devices:
         held = holders.get(device.name, [])
-        holdings = [_holding(h, consumers) for h in held]
+        holdings = [_holding(h, consumers, seen) for h in held]
         tip = [f"{device.name}: {device.effective_state}"]
         tip += [f"{h.text} (request {h.request})" for h in holdings]
         cells.append(
@@ -303,9 +324,11 @@ def pool_status_entry(
     }
 
 
-def pool_context(pool: Pool, *, chosen: set[str] | None = None) -> dict[str, Any]:
+def pool_context(
+    pool: Pool, *, chosen: set[str] | None = None, seen: Visibility = EVERYTHING
+) -> dict[str, Any]:
     """A pool's grid, counts, bar, legend, shared counters and shared devices' capacity."""
-    grid = pool_grid(pool, chosen=chosen)
+    grid = pool_grid(pool, chosen=chosen, seen=seen)
     counts = grid_counts(grid)
     shareable = [
         cell
@@ -329,6 +352,7 @@ def pool_context(pool: Pool, *, chosen: set[str] | None = None) -> dict[str, Any
         "legend": STATE_LEGEND,
         "counters": counter_usage(pool),
         "shared_devices": shared_devices,
+        "other_claim": OTHER_CLAIM,
     }
 
 

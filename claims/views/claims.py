@@ -41,7 +41,6 @@ from claims.whatif.diagnosis import diagnose_claim
 from dashboard.views import (
     apply_filters,
     apply_ordering,
-    distinct_values,
     given_filters,
     list_page,
     object_yaml,
@@ -51,6 +50,7 @@ from dashboard.views import (
     yaml_download,
 )
 from inventory.models import Device
+from inventory.visibility import Visibility, scope_namespaced, visibility_for
 
 CLAIM_ORDERING = {
     "namespace": "namespace",
@@ -61,6 +61,12 @@ CLAIM_ORDERING = {
     "age": "created_at",
 }
 NAMESPACED_ORDERING = {"namespace": "namespace", "name": "name", "age": "created_at"}
+
+
+def _namespaces(model: type[Any], seen: Visibility) -> list[str]:
+    """The namespace filter's choices: those of the model's rows the person may see."""
+    rows = scope_namespaced(model.objects.order_by("namespace"), seen)
+    return list(rows.values_list("namespace", flat=True).distinct())
 
 
 def _yaml_context(raw: Any, name: str) -> dict[str, Any]:
@@ -79,8 +85,11 @@ def _events_context(
 
 @read_access
 def claim_list(request: HttpRequest) -> HttpResponse:
+    seen = visibility_for(request)
     claims, params, errors = apply_filters(
-        request, ResourceClaimFilterSet, ResourceClaim.objects.order_by("namespace", "name")
+        request,
+        ResourceClaimFilterSet,
+        scope_namespaced(ResourceClaim.objects.order_by("namespace", "name"), seen),
     )
     if not errors:
         claims, errors = apply_ordering(request, claims, CLAIM_ORDERING)
@@ -105,7 +114,7 @@ def claim_list(request: HttpRequest) -> HttpResponse:
     others = given_filters(request)
     others.pop("state", None)
     by_state = dict(
-        ResourceClaimFilterSet(others, queryset=ResourceClaim.objects.all())
+        ResourceClaimFilterSet(others, queryset=scope_namespaced(ResourceClaim.objects.all(), seen))
         .qs.values_list("state")
         .annotate(n=Count("pk"))
         .values_list("state", "n")
@@ -117,7 +126,7 @@ def claim_list(request: HttpRequest) -> HttpResponse:
         "errors": errors,
         # Each claim with the pods (and other consumers) it is reserved for.
         "rows": [(claim, consumers.get(claim.pk, [])) for claim in page.object_list],
-        "namespaces": distinct_values(ResourceClaim, "namespace"),
+        "namespaces": _namespaces(ResourceClaim, seen),
         "states": ClaimState.choices,
         "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
     }
@@ -150,7 +159,8 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         .filter(namespace=namespace, name=name)
         .first()
     )
-    if claim is None:
+    # Another namespace's claim is answered as one that does not exist.
+    if claim is None or not visibility_for(request).allows(namespace):
         return not_found(
             request, kind="ResourceClaim", name=f"{namespace}/{name}", listing=reverse("claim-list")
         )
@@ -207,22 +217,25 @@ def template_list(request: HttpRequest) -> HttpResponse:
     return list_page(
         request,
         filterset=ResourceClaimTemplateFilterSet,
-        queryset=ResourceClaimTemplate.objects.only(
-            "pk", "namespace", "name", "device_classes", "created_at", "obj"
+        queryset=scope_namespaced(
+            ResourceClaimTemplate.objects.only(
+                "pk", "namespace", "name", "device_classes", "created_at", "obj"
+            ),
+            visibility_for(request),
         ),
         template="claims/template_list.html",
         fragment="claims/_template_table.html",
         live=["templates"],
         rows=template_claim_counts,
         ordering=NAMESPACED_ORDERING,
-        context={"namespaces": distinct_values(ResourceClaimTemplate, "namespace")},
+        context={"namespaces": _namespaces(ResourceClaimTemplate, visibility_for(request))},
     )
 
 
 @read_access
 def template_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     template = ResourceClaimTemplate.objects.filter(namespace=namespace, name=name).first()
-    if template is None:
+    if template is None or not visibility_for(request).allows(namespace):
         return not_found(
             request,
             kind="ResourceClaimTemplate",
@@ -253,15 +266,18 @@ def pod_list(request: HttpRequest) -> HttpResponse:
     return list_page(
         request,
         filterset=PodFilterSet,
-        queryset=Pod.objects.order_by("namespace", "name").only(
-            "pk", "namespace", "name", "phase", "node_name", "resource_claims", "created_at"
+        queryset=scope_namespaced(
+            Pod.objects.order_by("namespace", "name").only(
+                "pk", "namespace", "name", "phase", "node_name", "resource_claims", "created_at"
+            ),
+            visibility_for(request),
         ),
         template="claims/pod_list.html",
         fragment="claims/_pod_table.html",
         live=["pods"],
         ordering={**NAMESPACED_ORDERING, "phase": "phase", "node": "node_name"},
         context={
-            "namespaces": distinct_values(Pod, "namespace"),
+            "namespaces": _namespaces(Pod, visibility_for(request)),
             "phases": ["Pending", "Running", "Succeeded", "Failed", "Unknown"],
         },
     )
@@ -270,7 +286,7 @@ def pod_list(request: HttpRequest) -> HttpResponse:
 @read_access
 def pod_detail(request: HttpRequest, namespace: str, name: str) -> HttpResponse:
     pod = Pod.objects.filter(namespace=namespace, name=name).first()
-    if pod is None:
+    if pod is None or not visibility_for(request).allows(namespace):
         return not_found(
             request, kind="pod", name=f"{namespace}/{name}", listing=reverse("pod-list")
         )
@@ -335,13 +351,15 @@ def scheduling_context_list(request: HttpRequest) -> HttpResponse:
     return list_page(
         request,
         filterset=PodSchedulingContextFilterSet,
-        queryset=PodSchedulingContext.objects.order_by("namespace", "name"),
+        queryset=scope_namespaced(
+            PodSchedulingContext.objects.order_by("namespace", "name"), visibility_for(request)
+        ),
         template="claims/scheduling_context_list.html",
         fragment="claims/_scheduling_context_table.html",
         live=["pods"],
         rows=_scheduling_rows,
         ordering={**NAMESPACED_ORDERING, "node": "selected_node"},
-        context={"namespaces": distinct_values(PodSchedulingContext, "namespace")},
+        context={"namespaces": _namespaces(PodSchedulingContext, visibility_for(request))},
     )
 
 
@@ -350,12 +368,15 @@ def quota_list(request: HttpRequest) -> HttpResponse:
     return list_page(
         request,
         filterset=ResourceQuotaFilterSet,
-        queryset=ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
+        queryset=scope_namespaced(
+            ResourceQuota.objects.only("pk", "namespace", "name", "hard", "used"),
+            visibility_for(request),
+        ),
         template="claims/quota_list.html",
         fragment="claims/_quota_table.html",
         live=["quotas"],
         rows=lambda quotas: [
             (quota, quota_rows(quota), other_quota_rows(quota)) for quota in quotas
         ],
-        context={"namespaces": distinct_values(ResourceQuota, "namespace")},
+        context={"namespaces": _namespaces(ResourceQuota, visibility_for(request))},
     )

@@ -71,6 +71,7 @@ from inventory.models import (
     ResourceClass,
     ResourceSlice,
 )
+from inventory.visibility import OTHER_CLAIM, Visibility, scope_namespaced, visibility_for
 
 DEVICE_COLUMNS = (
     "pk",
@@ -149,7 +150,7 @@ def pool_detail(request: HttpRequest, driver: str, pool: str) -> HttpResponse:
         return not_found(
             request, kind="pool", name=f"{driver}/{pool}", listing=reverse("pool-list")
         )
-    context = pool_context(found)
+    context = pool_context(found, seen=visibility_for(request))
     context["pool_status"] = pool_status_entry(found, context["grid"], context["counts"])
     context["status_columns"] = POOL_STATUS_COLUMNS
     slices = list(
@@ -168,10 +169,10 @@ def pool_detail(request: HttpRequest, driver: str, pool: str) -> HttpResponse:
     )
 
 
-def _device_rows(devices: list[Device]) -> list[tuple[Device, list[Any]]]:
+def _device_rows(devices: list[Device], seen: Visibility) -> list[tuple[Device, list[Any]]]:
     """Each device with its state refined and who holds it (claims and their pods)."""
     refine_device_states(devices)
-    holdings = device_holdings(devices)
+    holdings = device_holdings(devices, seen=seen)
     return [(device, holdings.get(device.key, [])) for device in devices]
 
 
@@ -189,7 +190,7 @@ def device_list(request: HttpRequest) -> HttpResponse:
         "page_obj": page,
         "params": params,
         "errors": errors,
-        "rows": _device_rows(list(page.object_list)),
+        "rows": _device_rows(list(page.object_list), visibility_for(request)),
         "drivers": distinct_values(Device, "driver"),
         "states": DeviceState.choices,
     }
@@ -243,10 +244,17 @@ def device_detail(request: HttpRequest, driver: str, pool: str, name: str) -> Ht
             driver=device.driver, pool=device.pool_name, device=device.name
         ).select_related("claim")
     )
-    consumers = consumers_by_claim(h.claim_id for h in holders)
+    seen = visibility_for(request)
+    for holder in holders:
+        # Another namespace's claim: held, but by whom is not said (nor its device status).
+        holder.hidden = not seen.allows(holder.claim.namespace)
+        if holder.hidden:
+            holder.conditions, holder.network_data = [], None
+    consumers = consumers_by_claim(h.claim_id for h in holders if not h.hidden)
     context = {
         "device": device,
         "holders": [(h, consumers.get(h.claim_id, [])) for h in holders],
+        "other_claim": OTHER_CLAIM,
         "capacity": capacity_usage(device),
         "rules": matching_taint_rules(device),
         "attributes": attribute_rows(device.attributes),
@@ -306,7 +314,7 @@ def device_class_detail(request: HttpRequest, name: str) -> HttpResponse:
         "device_class": device_class,
         "errors": errors,
         "page_obj": page,
-        "rows": _device_rows(list(page.object_list)),
+        "rows": _device_rows(list(page.object_list), visibility_for(request)),
         "compiled": members is not None,
         "error": membership.errors.get(name),
         "cel_errors": membership.cel_errors.get(name, 0),
@@ -379,8 +387,9 @@ def node_list(request: HttpRequest) -> HttpResponse:
         )
     page = paginate(request, nodes)
     counts = reachable_counts(list(page.object_list))
+    visible_claims = scope_namespaced(ResourceClaim.objects.all(), visibility_for(request))
     claims_on = dict(
-        ResourceClaim.objects.filter(node_name__in=[n.name for n in page.object_list])
+        visible_claims.filter(node_name__in=[n.name for n in page.object_list])
         .values_list("node_name")
         .annotate(n=Count("pk"))
         .values_list("node_name", "n")
@@ -411,6 +420,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     if download is not None:
         return download
     counts = reachable_counts([node])[node.name]
+    seen = visibility_for(request)
     local_pools = pool_utilisation(Pool.objects.filter(node_name=name))
     info = NodeInfo(name=node.name, labels=dict(node.labels or {}))
     shared_pools = []
@@ -434,8 +444,8 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         ],
         "local_pools": list(local_pools),
         "shared_pools": shared_pools,
-        "claims": list(ResourceClaim.objects.filter(node_name=name)[:200]),
-        "pods": list(Pod.objects.filter(node_name=name)[:200]),
+        "claims": list(scope_namespaced(ResourceClaim.objects.filter(node_name=name), seen)[:200]),
+        "pods": list(scope_namespaced(Pod.objects.filter(node_name=name), seen)[:200]),
         "held_states": HELD_STATES,
         "raw_yaml": object_yaml(node.raw),
         "yaml_name": name,

@@ -15,6 +15,7 @@ from claims.models import Pod, ResourceClaim, ResourceClaimTemplate
 from claims.pages import duration_text, leak_rows
 from dashboard.views import read_access, render_page
 from inventory.models import Device, DeviceClass, DeviceTaintRule, Node
+from inventory.visibility import scope_namespaced, visibility_for
 
 SEARCH_LIMIT = 20
 
@@ -22,7 +23,7 @@ SEARCH_LIMIT = 20
 @read_access
 def leak_list(request: HttpRequest) -> HttpResponse:
     """Claims that hold devices for nobody, by kind, with how long each has been so."""
-    report = leak_report()
+    report = leak_report(visibility=visibility_for(request))
     kind = request.GET.get("kind", "")
     if kind in KINDS:
         report["leaks"] = [leak for leak in report["leaks"] if leak["kind"] == kind]
@@ -49,11 +50,20 @@ def search(request: HttpRequest) -> HttpResponse:
     results: list[tuple[str, list[Any], str]] = []
     if text:
         contains = Q(name__icontains=text)
+        seen = visibility_for(request)
         kinds: list[tuple[str, Any, str]] = [
             ("Nodes", Node.objects.filter(contains).only("pk", "name"), "node-list"),
-            ("ResourceClaims", ResourceClaim.objects.filter(contains), "claim-list"),
-            ("ResourceClaimTemplates", ResourceClaimTemplate.objects.filter(contains), ""),
-            ("Pods", Pod.objects.filter(contains), "pod-list"),
+            (
+                "ResourceClaims",
+                scope_namespaced(ResourceClaim.objects.filter(contains), seen),
+                "claim-list",
+            ),
+            (
+                "ResourceClaimTemplates",
+                scope_namespaced(ResourceClaimTemplate.objects.filter(contains), seen),
+                "",
+            ),
+            ("Pods", scope_namespaced(Pod.objects.filter(contains), seen), "pod-list"),
             ("DeviceClasses", DeviceClass.objects.filter(contains), "device-class-list"),
             ("Devices", Device.objects.filter(contains, current=True), "device-list"),
             ("DeviceTaintRules", DeviceTaintRule.objects.filter(contains), "taint-rule-list"),

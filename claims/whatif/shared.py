@@ -21,6 +21,7 @@ from claims.models import SharedWhatIf
 from claims.whatif.inputs import JSON, WhatIfError
 from claims.whatif.request import read_text_option
 from claims.whatif.trim import trim_answer
+from inventory.visibility import visibility_of_user
 
 __all__ = [
     "SHARED_ANSWER_MAX_BYTES",
@@ -111,8 +112,12 @@ def may_see(user: AbstractBaseUser | AnonymousUser, shared: SharedWhatIf) -> boo
     """Whether `user` may see a kept answer: its submitter always; anyone else only when they
     may see every namespace it touched.
 
-    Namespaced objects are shown only for namespaces a person may list (DESIGN.md, visibility);
-    until that check exists every signed-in reader sees every namespace, and so every answer.
-    This is the one place a shared answer's visibility is decided.
+    Namespaced objects are shown only for namespaces a person may list (DESIGN.md, visibility,
+    `inventory.visibility`). This is the one place a shared answer's visibility is decided.
     """
-    return bool(user.is_authenticated)
+    if not user.is_authenticated:
+        return False
+    if shared.submitter and shared.submitter == user.get_username():
+        return True
+    seen = visibility_of_user(user)
+    return all(seen.allows(namespace) for namespace in shared.namespaces or [])

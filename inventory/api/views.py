@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
+
 from dashboard.api import ReadOnlyViewSet
 from inventory import filters
 from inventory.api import serializers
@@ -15,6 +19,7 @@ from inventory.models import (
     SkippedObject,
     SyncState,
 )
+from inventory.visibility import scope_namespaced, visibility_for
 
 KUBE_ORDERING = ("pk", "name", "resource_version", "synced_at")
 
@@ -95,3 +100,9 @@ class SkippedObjectViewSet(ReadOnlyViewSet):
     list_defer = ()
     ordering = ("-seen_at",)
     ordering_fields = ("pk", "kind", "name", "seen_at")
+
+    def get_queryset(self) -> QuerySet[Any]:
+        # A namespaced object the sync skipped is shown only to those who may see its namespace.
+        return scope_namespaced(
+            super().get_queryset(), visibility_for(self.request), cluster_scoped=True
+        )

@@ -1,0 +1,304 @@
+"""Namespace visibility end to end: alice (group team-a) and bob (group team-b) walk every URL.
+
+The fake API server answers the SubjectAccessReviews from RBAC objects over real HTTP; every
+page, API list and detail, YAML and download, search, the live socket and /metrics are asked
+as each person, and nothing of the other team (namespace, names, uids) may appear.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Group, User
+from django.db import connections
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from claims.models import AllocatedDevice, Pod, ResourceClaim, ResourceClaimTemplate
+from console.metrics import render_metrics
+from dralib.kube.fakeapi import FakeApiServer
+from inventory import visibility
+from inventory.choices import Kind
+from inventory.models import Device, Pool
+from tests.console.test_live import connect, session_headers
+from tests.factories import (
+    allocation_result,
+    claim_object,
+    create,
+    device_class_object,
+    gpu_slice,
+    node_object,
+    pod_object,
+    quota_object,
+    scheduling_context_object,
+    store,
+    template_object,
+)
+
+DRIVER = "gpu.example.com"
+TEAMS = {"team-a": "anvil", "team-b": "bravo"}
+READER = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "namespace-reader"},
+    "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims", "resourceclaimtemplates"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ],
+}
+
+
+def team_binding(team: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{team}-read", "namespace": team},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": READER["metadata"]["name"],
+        },
+        "subjects": [{"kind": "Group", "name": team, "apiGroup": "rbac.authorization.k8s.io"}],
+    }
+
+
+@pytest.fixture
+def cluster(settings: Any, tmp_path: Path) -> Iterator[FakeApiServer]:
+    """A fake API server with one RoleBinding per team, and the dashboard pointed at it."""
+    with FakeApiServer() as server:
+        server.load_rbac([READER, team_binding("team-a"), team_binding("team-b")])
+        settings.KUBECONFIG = str(server.write_kubeconfig(tmp_path / "kubeconfig.yaml"))
+        settings.RBAC_VISIBILITY = True
+        visibility.cache.clear()
+        yield server
+        visibility.cache.clear()
+
+
+def person(name: str, team: str) -> User:
+    user = User.objects.create_user(name, password=f"{name}-password-long")
+    user.groups.add(Group.objects.get_or_create(name=team)[0])
+    return user
+
+
+@pytest.fixture
+def teams(db: Any, cluster: FakeApiServer) -> dict[str, Any]:
+    """Two nodes, one per team; each team's claim holds a device of its node, for its pod."""
+    create(device_class_object(DRIVER, expression=f'device.driver == "{DRIVER}"'))
+    store(
+        Kind.NAMESPACE,
+        *(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": f"uid-{ns}"}}
+            for ns in TEAMS
+        ),
+    )
+    uids: dict[str, set[str]] = {team: {f"uid-{team}"} for team in TEAMS}
+    for index, (team, word) in enumerate(TEAMS.items()):
+        node = f"node-{index}"
+        objects = [
+            node_object(node),
+            gpu_slice(node, count=2),
+            claim_object(
+                f"{word}-claim",
+                namespace=team,
+                device_class=DRIVER,
+                results=[allocation_result("req", driver=DRIVER, pool=node, device="gpu-0")],
+                node=node,
+                reserved_for=[f"{word}-pod"],
+            ),
+            claim_object(f"{word}-pending", namespace=team, device_class=DRIVER),
+            pod_object(f"{word}-pod", namespace=team, claim=f"{word}-claim", node=node),
+            template_object(f"{word}-template", namespace=team),
+            quota_object(f"{word}-quota", namespace=team, hard={"pods": "10"}),
+            scheduling_context_object(f"{word}-context", namespace=team, node=node),
+        ]
+        create(*objects)
+        uids[team] |= {o["metadata"]["uid"] for o in objects if o["metadata"].get("namespace")}
+    return {
+        "alice": person("alice", "team-a"),
+        "bob": person("bob", "team-b"),
+        "uids": uids,
+    }
+
+
+def forbidden_for(team: str, uids: dict[str, set[str]]) -> list[str]:
+    """What a member of `team` must never receive: the other team's namespace, names, uids."""
+    other = next(t for t in TEAMS if t != team)
+    return [other, TEAMS[other], *sorted(uids[other])]
+
+
+def all_patterns(
+    patterns: list[URLPattern | URLResolver], prefix: str = "", namespace: str = ""
+) -> Iterator[tuple[str, str, URLPattern]]:
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            ns = ":".join(filter(None, [namespace, entry.namespace or ""]))
+            yield from all_patterns(entry.url_patterns, prefix + str(entry.pattern), ns)
+        else:
+            name = ":".join(filter(None, [namespace, entry.name or ""]))
+            yield name, prefix + str(entry.pattern), entry
+
+
+def argument_sets(route: str) -> list[dict[str, str]]:
+    """Values for a route's parameters: every stored object of each team that fits it."""
+    params = set(re.findall(r"<(?:\w+:)?(\w+)>", route))
+    if not params:
+        return [{}]
+    sets: list[dict[str, str]] = []
+    if params == {"namespace", "name"}:
+        for model in (ResourceClaim, Pod, ResourceClaimTemplate):
+            sets += [
+                {"namespace": ns, "name": n}
+                for ns, n in model.objects.values_list("namespace", "name")
+            ]
+    elif params == {"pk"}:
+        for model in (ResourceClaim, Pod, ResourceClaimTemplate, AllocatedDevice, Pool, Device):
+            sets += [{"pk": str(pk)} for pk in model.objects.values_list("pk", flat=True)]
+    elif params == {"driver", "pool"}:
+        sets = [{"driver": d, "pool": p} for d, p in Pool.objects.values_list("driver", "name")]
+    elif params == {"driver", "pool", "name"}:
+        sets = [
+            {"driver": d, "pool": p, "name": n}
+            for d, p, n in Device.objects.values_list("driver", "pool_name", "name")
+        ]
+    elif params == {"name"}:
+        sets = [{"name": n} for n in ("node-0", "node-1", DRIVER)]
+    elif params == {"job_id"}:
+        sets = [{"job_id": "x" * 32}]
+    else:
+        sets = []
+    return sets
+
+
+def fill(route: str, values: dict[str, str]) -> str:
+    path = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: values[m.group(1)], route)
+    path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: values[m.group(1)], path)
+    return "/" + path.replace("^", "").replace("$", "").replace("\\.", ".")
+
+
+def urls_to_walk() -> list[str]:
+    """Every route of the URL conf with its parameters filled, plus YAML and download forms."""
+    urls: list[str] = []
+    for _, route, _pattern in all_patterns(get_resolver().url_patterns):
+        if route.startswith(("admin/", "accounts/")) or "(?P<format>" in route:
+            continue
+        for values in argument_sets(route):
+            url = fill(route, values)
+            urls.append(url)
+            if url.startswith("/api/"):
+                urls.append(url + "?format=yaml")
+            elif values.get("namespace"):
+                urls.append(url + "?download=yaml")
+    return list(dict.fromkeys(urls))
+
+
+def body_of(response: Any) -> str:
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode(errors="replace")
+    return response.content.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("name", "team"), [("alice", "team-a"), ("bob", "team-b")])
+def test_every_url_shows_nothing_of_the_other_team(
+    teams: dict[str, Any], name: str, team: str
+) -> None:
+    """Each URL in the URL conf, filled with each team's objects, answers the person without a
+    trace of the other team; their own objects' details answer 200, the other team's 404."""
+    client = Client()
+    client.force_login(teams[name])
+    forbidden = forbidden_for(team, teams["uids"])
+    urls = urls_to_walk()
+    assert len(urls) > 60, urls
+    leaks, statuses = [], {}
+    for url in urls:
+        response = client.get(url)
+        statuses[url] = response.status_code
+        # /readyz answers 503 here: no watcher runs in this test.
+        assert response.status_code < 500 or url == "/readyz", url
+        text = body_of(response)
+        if response.status_code == 404:
+            # A 404 may echo the path asked for; the person typed it, it tells them nothing.
+            for part in url.split("?")[0].split("/"):
+                text = text.replace(part, "") if part else text
+        found = [token for token in forbidden if token in text]
+        if found:
+            leaks.append((url, found))
+    assert leaks == [], "\n".join(f"{url}: {found[:3]}" for url, found in leaks)
+    own, other = TEAMS[team], next(w for t, w in TEAMS.items() if t != team)
+    other_ns = next(t for t in TEAMS if t != team)
+    assert statuses[f"/claims/{team}/{own}-claim/"] == 200
+    assert statuses[f"/claims/{other_ns}/{other}-claim/"] == 404
+    assert statuses[f"/pods/{other_ns}/{other}-pod/"] == 404
+    assert statuses[f"/templates/{other_ns}/{other}-template/"] == 404
+    other_claim = ResourceClaim.objects.get(name=f"{other}-claim")
+    assert statuses[f"/api/claims/resource-claims/{other_claim.pk}/"] == 404
+    mine = client.get("/api/claims/resource-claims/").json()["results"]
+    assert sorted(c["name"] for c in mine) == [f"{own}-claim", f"{own}-pending"]
+
+
+def test_both_see_the_same_availability(teams: dict[str, Any]) -> None:
+    """Capacity is cluster-scoped: alice, bob and an admin read identical availability."""
+    answers = []
+    for user in (teams["alice"], teams["bob"], User.objects.create_superuser("root", password="x")):
+        client = Client()
+        client.force_login(user)
+        response = client.get("/api/inventory/availability/")
+        assert response.status_code == 200
+        body = response.json()
+        body.pop("cluster", None)
+        answers.append(json.dumps(body, sort_keys=True))
+    assert answers[0] == answers[1] == answers[2]
+    assert '"free"' in answers[0]
+
+
+def test_metrics_for_a_person_hold_only_their_namespaces(teams: dict[str, Any]) -> None:
+    """A person's /metrics drops the other team's namespaced series; the full scrape has both."""
+    full = render_metrics().decode()
+    assert 'namespace="team-b"' in full and 'namespace="team-a"' in full
+    for name, team in (("alice", "team-a"), ("bob", "team-b")):
+        client = Client()
+        client.force_login(teams[name])
+        text = client.get("/metrics").content.decode()
+        for token in forbidden_for(team, teams["uids"]):
+            assert token not in text, (name, token)
+        assert f'namespace="{team}"' in text
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_live_topics_of_the_other_namespace_are_refused(cluster: FakeApiServer) -> None:
+    """Alice may follow namespace:team-a; namespace:team-b is refused (4403), as is a list."""
+
+    def setup() -> list[tuple[bytes, bytes]]:
+        store(
+            Kind.NAMESPACE,
+            *(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": ns, "uid": f"uid-{ns}"},
+                }
+                for ns in TEAMS
+            ),
+        )
+        return session_headers(person("alice", "team-a"))
+
+    headers = await sync_to_async(setup)()
+    try:
+        own, connected = await connect("/ws/live/?topics=namespace:team-a", headers)
+        assert connected
+        await own.disconnect()
+        other, connected = await connect("/ws/live/?topics=namespace:team-b", headers)
+        assert not connected
+        mixed, connected = await connect("/ws/live/?topics=claims,namespace:team-b", headers)
+        assert not connected
+    finally:
+        await sync_to_async(connections.close_all)()
