@@ -29,16 +29,32 @@ def mail_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
     return wrapped
 
 
+def password_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """People the OpenID provider signed in have no password here to change."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated and not request.user.has_usable_password():
+            raise Http404("no password here: change it at your organisation's provider")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
 urlpatterns = [
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", SignOutView.as_view(), name="logout"),
     path("oidc/authenticate/", AuthenticateView.as_view(), name="oidc-authenticate"),
     # The redirect URI to register with the provider: https://<dashboard>/accounts/oidc/callback/
     path("oidc/callback/", CallbackView.as_view(), name="oidc-callback"),
-    path("password_change/", views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "password_change/",
+        password_required(views.PasswordChangeView.as_view()),
+        name="password_change",
+    ),
     path(
         "password_change/done/",
-        views.PasswordChangeDoneView.as_view(),
+        password_required(views.PasswordChangeDoneView.as_view()),
         name="password_change_done",
     ),
     path(

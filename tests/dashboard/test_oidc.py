@@ -438,7 +438,7 @@ def test_a_deactivated_person_loses_their_session(db, settings) -> None:
     user = backend.get_or_create_user("", "", {"sub": "erin", "groups": []})
     client = Client()
     client.force_login(user, backend="dashboard.oidc.KubernetesIdentityBackend")
-    assert client.get("/accounts/password_change/").status_code == 200
+    assert client.get("/accounts/password_change/").status_code == 404  # no password here
     User.objects.filter(pk=user.pk).update(is_active=False)
     assert client.get("/accounts/password_change/")["Location"].startswith("/accounts/login/")
 
@@ -456,3 +456,7 @@ def test_origins_are_the_issuers_and_a_configured_end_sessions() -> None:
     settings = config(end_session_endpoint="https://logout.example.com:8443/end?x=1")
     assert settings.origins == ("https://idp.example.com", "https://logout.example.com:8443")
     assert config().origins == ("https://idp.example.com",)
+
+
+def test_local_accounts_still_change_their_password(viewer_client) -> None:
+    assert viewer_client.get("/accounts/password_change/").status_code == 200
