@@ -299,9 +299,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Operations: /readyz fails when a served kind's watcher heartbeat is older than this (0: never);
 # /metrics answers a matching `Authorization: Bearer <token>`, a signed-in user, or anyone with
 # PUBLIC_READ on.
-# Time budgets of the allocation search, in seconds: an interactive what-if, a what-if job, and
-# each distinct pending claim spec the diagnosis run asks about. Past a budget the answer is
-# partial and says so.
+# Budgets of the allocation search, in seconds of CPU time of the thread answering (so a loaded
+# machine does not cut answers short): an interactive what-if, a what-if job, and each distinct
+# pending claim spec the diagnosis run asks about. Past a budget the answer is partial and says so.
 WHATIF_BUDGET_SECONDS = env_int("WHATIF_BUDGET_SECONDS", 5, minimum=1)
 WHATIF_JOB_BUDGET_SECONDS = env_int("WHATIF_JOB_BUDGET_SECONDS", 120, minimum=1)
 DIAGNOSIS_BUDGET_SECONDS = env_int("DIAGNOSIS_BUDGET_SECONDS", 2, minimum=1)

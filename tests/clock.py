@@ -1,6 +1,7 @@
-"""A monotonic clock that moves only when it is read, for proving time budgets by counting.
+"""A clock that moves only when it is read, for proving time budgets by counting.
 
-A search with a budget reads `time.monotonic()` when it starts and at every check (every
+A search with a budget reads its clock (`time.thread_time()` for what-if's CPU budgets,
+`time.monotonic()` for the CLI's timeout) when it starts and at every check (every
 `CHECK_EVERY` steps). With this clock in place of the modules' `time`, each reading is `tick`
 seconds after the one before, so "stops at its budget" becomes "stops after budget / tick
 readings", whatever the machine's load.
@@ -27,6 +28,9 @@ class TickingClock:
         self.readings += 1
         self.now += self.tick
         return self.now
+
+    # What-if budgets are CPU time of the searching thread: the same ticking readings.
+    thread_time = monotonic
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)

@@ -230,7 +230,8 @@ class Simulation:
                         verdicts.pop(node, None)
 
     def start_budget(self, seconds: float | None) -> None:
-        """Let the searches of one question run for at most `seconds` in total (None: no limit).
+        """Let the searches of one question run for at most `seconds` of CPU time of the calling
+        thread in total (None: no limit).
 
         Past the budget every node not yet asked is answered "not evaluated" at once, so a
         hostile or huge question ends within the budget with a partial answer. The same happens,
@@ -240,7 +241,11 @@ class Simulation:
         self.gave_up = None
         self.cancelled = False
         self._budget = seconds or 0.0
-        self.allocator.deadline = time.monotonic() + seconds if seconds else None
+        # CPU time of this thread, not wall time: on a loaded machine (other requests, other
+        # processes) a wall-clock budget ran out before the search had its share, and the same
+        # question got a partial answer under load and a complete one when quiet.
+        self.allocator.clock = time.thread_time
+        self.allocator.deadline = time.thread_time() + seconds if seconds else None
         self.allocator.cancelled = stop_check()
 
     def end_budget(self) -> None:
@@ -370,7 +375,7 @@ class Simulation:
     def budget_message(self) -> str:
         if self.cancelled:
             return "not evaluated: the search was cancelled"
-        return f"not evaluated: gave up after the time budget of {self._budget:g} s"
+        return f"not evaluated: gave up after the CPU time budget of {self._budget:g} s"
 
     def class_expressions(self, claims: Sequence[JSON]) -> list[tuple[str, ...]]:
         """Per class the claims ask for, its selector expressions."""

@@ -37,8 +37,9 @@ class Allocator:
     content, request checks, pools of the same slices) is done once and reused. Objects passed in
     are treated as immutable. An instance is not thread-safe: use one per thread.
 
-    `deadline` (a `time.monotonic()` value) and `cancelled` (a callable) bound the search of
-    every later `allocate` call; both are plain attributes, so a caller can set a fresh budget
+    `deadline` (a value of `clock`: `time.monotonic` when None, or `time.thread_time` for a
+    budget in the calling thread's CPU time) and `cancelled` (a callable) bound the search of
+    every later `allocate` call; all are plain attributes, so a caller can set a fresh budget
     per question. Past the deadline, or once `cancelled()` returns True, `allocate` raises
     AllocationTimeout.
     """
@@ -58,6 +59,7 @@ class Allocator:
     ) -> None:
         self.features = features or Features()
         self.deadline = deadline
+        self.clock: Callable[[], float] | None = None
         self.cancelled = cancelled
         self._allocated_state = allocated_state or AllocatedState()
         self.share_id_factory = share_id_factory
@@ -186,7 +188,10 @@ class Allocator:
             request_cache=self._request_cache,
             watch=(
                 SearchWatch(
-                    deadline=self.deadline, cancelled=self.cancelled, claims_total=len(claim_infos)
+                    deadline=self.deadline,
+                    cancelled=self.cancelled,
+                    claims_total=len(claim_infos),
+                    clock=self.clock,
                 )
                 if self.deadline is not None or self.cancelled is not None
                 else None
