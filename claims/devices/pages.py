@@ -40,6 +40,8 @@ STATE_LEGEND = [
     (DeviceState.UNHEALTHY, "unhealthy (NoExecute taint, Ready=False or reported Unhealthy)"),
 ]
 
+_LEGEND_ORDER = {str(state): index for index, (state, _) in enumerate(STATE_LEGEND)}
+
 
 def percent(part: float, whole: float) -> float:
     """`part` as a percentage of `whole`, one decimal; 0 when `whole` is 0."""
@@ -274,6 +276,42 @@ def pool_grid(
     return cells
 
 
+def grid_groups(grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The grid's cells grouped under the counter set they consume (a partitioned GPU and its
+    partitions), in natural order; devices that consume none form one unnamed group, first.
+
+    Empty when no device consumes a counter set: the page shows the flat grid then. A group is
+    open when what-if chose one of its devices.
+    """
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    for cell in grid:
+        sets = sorted(
+            {
+                str(entry.get("counterSet"))
+                for entry in cell["device"].consumes_counters or []
+                if isinstance(entry, dict) and entry.get("counterSet")
+            }
+        )
+        by_set.setdefault(sets[0] if sets else "", []).append(cell)
+    if set(by_set) <= {""}:
+        return []
+    groups = []
+    for name in sorted(by_set, key=lambda n: (n != "", natural_key(n))):
+        cells = by_set[name]
+        states: dict[str, int] = {}
+        for cell in cells:
+            states[cell["state"]] = states.get(cell["state"], 0) + 1
+        groups.append(
+            {
+                "name": name,
+                "cells": cells,
+                "states": sorted(states.items(), key=lambda item: _LEGEND_ORDER.get(item[0], 99)),
+                "chosen": any(cell["chosen"] for cell in cells),
+            }
+        )
+    return groups
+
+
 def grid_counts(grid: list[dict[str, Any]]) -> dict[str, int]:
     """The keys of `claims.devices.counts.pool_device_counts`, from the grid's devices."""
     devices = [cell["device"] for cell in grid]
@@ -347,6 +385,7 @@ def pool_context(
     return {
         "pool": pool,
         "grid": grid,
+        "groups": grid_groups(grid),
         "counts": counts,
         "segments": bar_segments(counts, len(grid)),
         "legend": STATE_LEGEND,

@@ -263,6 +263,25 @@
     elt.insertBefore(note, elt.firstChild);
   });
 
+  // A refreshed pool keeps open the counter-set groups the reader opened: the fragment comes back
+  // with every <details> closed.
+  var openGroups = null;
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var target = e.detail && e.detail.target;
+    if (!target || !target.querySelectorAll) return;
+    openGroups = Array.prototype.map.call(
+      target.querySelectorAll("details[data-counter-set][open]"),
+      function (d) { return d.getAttribute("data-counter-set"); }
+    );
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!openGroups || !openGroups.length) { openGroups = null; return; }
+    Array.prototype.forEach.call(document.querySelectorAll("details[data-counter-set]"), function (d) {
+      if (openGroups.indexOf(d.getAttribute("data-counter-set")) >= 0) d.open = true;
+    });
+    openGroups = null;
+  });
+
   // For debugging and the browser tests: the socket, retries pending, whether live has stopped.
   window.draLive = {
     get socket() { return socket; },

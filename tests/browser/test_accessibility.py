@@ -98,6 +98,41 @@ def test_the_phone_navigation_is_one_row_and_a_menu(page: Any, live_server_url: 
     assert page.locator("nav a[aria-current=page]").inner_text().strip() == "Claims"
 
 
+def test_a_partitioned_pool_is_one_tab_stop_per_gpu(page: Any, live_server_url: LiveServer):
+    """On a MIG pool Tab walks the GPUs (one summary per counter set), not every partition;
+    Enter opens one and its partitions' links are reachable then."""
+    base = live_server_url.url
+    page.goto(base + "/pools/")
+    hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    pools = [h for h in hrefs if re.fullmatch(r"/pools/[^/?]+/[^?]+/", h)]
+    for href in pools:
+        page.goto(base + href)
+        if page.locator("details.devgroup").count() > 1:
+            break
+    else:
+        raise AssertionError(f"no partitioned pool among the {len(pools)} pools listed")
+    groups = page.locator("details.devgroup")
+    tabbable = page.evaluate(
+        """() => [...document.querySelectorAll('.devgroups a, .devgroups summary')]
+             .filter(e => e.checkVisibility()).length"""
+    )
+    flat = page.evaluate(
+        """() => [...document.querySelectorAll('.devgroups > .devgrid a')]
+             .filter(e => e.checkVisibility()).length"""
+    )
+    assert tabbable == groups.count() + flat
+    first = groups.nth(0).locator("summary")
+    first.focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.parentElement.dataset.counterSet") == (
+        groups.nth(1).get_attribute("data-counter-set")
+    )
+    first.focus()
+    page.keyboard.press("Enter")
+    assert groups.nth(0).get_attribute("open") is not None
+    assert groups.nth(0).locator(".dev a.dev-name").first.is_visible()
+
+
 def test_navigation_marks_the_current_page(page: Any, live_server_url: LiveServer) -> None:
     """The nav link of the current section carries aria-current, and the skip link works."""
     page.goto(live_server_url.url + "/claims/")
