@@ -75,14 +75,16 @@ class Site:
 
 
 def _manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
         env=env,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {args[0]} failed: {done.stderr[-2000:]}")
 
 
 @contextmanager
