@@ -41,12 +41,20 @@ class Provider:
 
 @contextmanager
 def running_provider(
-    directory: Path, *, redirect_uri: str, post_logout_uri: str, accounts: dict[str, Any]
+    directory: Path,
+    *,
+    redirect_uri: str,
+    post_logout_uri: str,
+    accounts: dict[str, Any],
+    avoid: int = 0,
 ) -> Iterator[Provider]:
-    """The provider on a free loopback port, for one client whose callback is `redirect_uri`."""
+    """The provider on a free loopback port (not `avoid`, a port already promised to someone),
+    for one client whose callback is `redirect_uri`."""
     if not (HERE / "node_modules" / "oidc-provider").is_dir():
         raise RuntimeError("the test OpenID provider is not installed: run bin/test (npm ci)")
     port = free_port()
+    while port == avoid:
+        port = free_port()
     accounts_file = directory / "accounts.json"
     accounts_file.write_text(json.dumps(accounts))
     config = directory / "provider.json"

@@ -101,6 +101,7 @@ def oidc_site(var_dir: Path, provider_dir: Path, **settings: Any) -> Iterator[Si
         redirect_uri=f"{url}/accounts/oidc/callback/",
         post_logout_uri=f"{url}/accounts/login/",
         accounts=ACCOUNTS,
+        avoid=port,
     ) as provider:
         env = server_env(
             var_dir,
