@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser.test_accessibility import axe_violations
 from tests.oidc.site import PROVIDER_NAME, Site, oidc_site
 
 pytestmark = [pytest.mark.browser, pytest.mark.once]
@@ -46,5 +47,21 @@ def test_alice_signs_in_and_out_through_the_provider(chromium: Any, site: Site) 
         page.wait_for_url(f"{site.url}/accounts/login/")
         page.goto(f"{site.url}/nodes/")
         assert page.url.startswith(f"{site.url}/accounts/login/")
+    finally:
+        context.close()
+
+
+def test_the_sign_in_page_with_the_provider_and_a_message_is_accessible(
+    chromium: Any, site: Site
+) -> None:
+    """axe-core finds nothing serious on the sign-in page with the button and an error shown."""
+    context = chromium.new_context()
+    page = context.new_page()
+    try:
+        page.goto(f"{site.url}/accounts/oidc/callback/?code=x&state=y")
+        assert page.url == f"{site.url}/accounts/login/"
+        assert page.locator("[role=alert]", has_text="did not complete").count() == 1
+        assert page.locator("#oidc-sign-in").count() == 1
+        assert axe_violations(page) == []
     finally:
         context.close()
