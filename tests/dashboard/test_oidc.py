@@ -56,6 +56,24 @@ def test_no_oidc_variable_means_oidc_off(monkeypatch: pytest.MonkeyPatch) -> Non
     assert read_oidc() is None
 
 
+def test_the_client_secret_may_come_from_a_file(oidc_env, tmp_path) -> None:
+    """A mounted Secret: DASHBOARD_OIDC_CLIENT_SECRET_FILE alone configures the secret."""
+    (tmp_path / "secret").write_text("secret-from-a-file\n")
+    oidc_env.delenv("DASHBOARD_OIDC_CLIENT_SECRET")
+    oidc_env.setenv("DASHBOARD_OIDC_CLIENT_SECRET_FILE", str(tmp_path / "secret"))
+    settings = read_oidc()
+    assert settings is not None and settings.client_secret == "secret-from-a-file"
+
+
+def test_a_secret_file_alone_is_half_a_configuration(monkeypatch, tmp_path) -> None:
+    (tmp_path / "secret").write_text("secret-from-a-file")
+    for name in REQUIRED:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DASHBOARD_OIDC_CLIENT_SECRET_FILE", str(tmp_path / "secret"))
+    with pytest.raises(ConfigError, match="DASHBOARD_OIDC_CLIENT_SECRET set.*ISSUER"):
+        read_oidc()
+
+
 def test_the_defaults_are_kube_apiservers(oidc_env: pytest.MonkeyPatch) -> None:
     """sub as username, prefixed by the issuer and "#"; groups from "groups"; RS256."""
     settings = read_oidc()
