@@ -13,6 +13,7 @@ from django.urls import reverse
 from claims.models import ResourceClaim
 from claims.whatif import diagnosis as diagnosis_module
 from claims.whatif.diagnosis import diagnose_claim
+from tests import factories as f
 from tests.claims.whatif.cluster import DRIVER
 from tests.claims.whatif.conftest import load_objects
 
@@ -171,3 +172,57 @@ def test_concurrent_openings_compute_once(full) -> None:
     assert len(answers) == 8
     assert all(answer == answers[0] for answer in answers)
     assert answers[0]["fits"] is False
+
+
+def test_a_partition_blocked_by_counters_names_the_claim_holding_its_sibling(db) -> None:
+    """The whole MIG GPU is free but one of its slices is held: the GPU is stopped at
+    "counters or capacity" and its holder is the claim on the slice, with its pod."""
+    gpu, counters = "gpu.example.com", "gpu-0-counters"
+    whole = {"memory": "80Gi", "slices": "7"}
+    devices = [
+        f.device_entry("gpu-0", attributes={"type": {"string": "gpu"}}, consumes={counters: whole}),
+        *(
+            f.device_entry(
+                f"gpu-0-mig-{slot}",
+                attributes={"type": {"string": "mig"}},
+                consumes={counters: {"memory": "10Gi", "slices": "1"}},
+            )
+            for slot in range(7)
+        ),
+    ]
+    f.create(
+        f.node_object("node-a"),
+        f.device_class_object("whole", expression=f'device.attributes["{gpu}"].type == "gpu"'),
+        f.slice_object(
+            "node-a-counters",
+            driver=gpu,
+            pool="node-a",
+            node="node-a",
+            slice_count=2,
+            counters={counters: whole},
+        ),
+        f.slice_object(
+            "node-a-gpu", driver=gpu, pool="node-a", node="node-a", slice_count=2, devices=devices
+        ),
+        f.claim_object(
+            "slice-user",
+            device_class="mig",
+            results=[f.allocation_result("req", driver=gpu, pool="node-a", device="gpu-0-mig-3")],
+            node="node-a",
+            reserved_for=["slice-pod"],
+        ),
+        f.claim_object("wants-whole", device_class="whole"),
+    )
+    made = diagnose_claim("team-a", "wants-whole")
+    assert made is not None and made["fits"] is False
+    [request] = made["requests"]
+    assert request["stage"] == "counters or capacity"
+    [taken] = request["taken"]
+    assert (taken["device"], taken["stage"]) == (f"{gpu}/node-a/gpu-0", "counters or capacity")
+    assert taken["claims"] == [
+        {
+            "namespace": "team-a",
+            "name": "slice-user",
+            "pods": [{"namespace": "team-a", "name": "slice-pod"}],
+        }
+    ]
