@@ -318,8 +318,9 @@ class CallbackView(OIDCAuthenticationCallbackView):
         config = configured()
         address = client_address(request)
         if is_address_locked(address):
+            # The sign-in page itself, as a browser shows no body of a redirect it cannot follow.
             messages.error(request, "Too many failed sign-ins from your address. Try again later.")
-            response = redirect(settings.LOGIN_URL)
+            response = SignInView.as_view()(request)
             response.status_code = 429
             return response
         issuer = request.GET.get("iss")

@@ -363,6 +363,8 @@ def test_bad_callbacks_lock_the_address_out(oidc_on, settings, db) -> None:
     client = Client(REMOTE_ADDR="192.0.2.40")
     statuses = [client.get("/accounts/oidc/callback/?code=x&state=y").status_code for _ in range(4)]
     assert statuses == [302, 302, 302, 429]
+    locked = client.get("/accounts/oidc/callback/?code=x&state=y")
+    assert locked.status_code == 429 and b"Too many failed sign-ins" in locked.content
     other = Client(REMOTE_ADDR="192.0.2.41")
     assert other.get("/accounts/oidc/callback/?code=x&state=y").status_code == 302
 
