@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from claims.choices import ClaimState
 from claims.models import ResourceClaim, ResourceQuota
+from claims.whatif.listing import cluster_fingerprint
 from demo.catalog import GPU_DRIVER
 from tests.console.test_what_if_form import claim
 
@@ -77,7 +78,8 @@ def test_a_fitting_pending_claim_is_explained_in_words(demo, viewer_client: Clie
         "reasons": [],
         "requests": [],
         "pods": [pending.owner_pod],
-        "fingerprint": "x",
+        # Made on the cluster as it is: the page shows it instead of diagnosing again.
+        "fingerprint": cluster_fingerprint(),
     }
     pending.save(update_fields=["diagnosis", "state"])
     response = viewer_client.get(reverse("claim-detail", args=[pending.namespace, pending.name]))
@@ -106,11 +108,13 @@ def test_a_no_fit_diagnosis_uses_the_what_if_view(demo, viewer_client: Client) -
             }
         ],
         "pods": [],
+        "fingerprint": cluster_fingerprint(),
     }
     pending.save(update_fields=["diagnosis", "state"])
     response = viewer_client.get(reverse("claim-detail", args=[pending.namespace, pending.name]))
     section = response.content.decode().split('id="diagnosis"')[1]
     assert 'id="pending-nofit"' in section and "Filter stage" in section
+    assert "2 wanted, 1 left after node access" in section
     assert "&quot;fits&quot;" not in section
 
 
