@@ -98,6 +98,29 @@ def test_the_phone_navigation_is_one_row_and_a_menu(page: Any, live_server_url: 
     assert page.locator("nav a[aria-current=page]").inner_text().strip() == "Claims"
 
 
+@pytest.mark.parametrize("path", ["/nodes/", "/pools/"])
+def test_free_units_stay_in_view_on_a_phone(page: Any, live_server_url: LiveServer, path: str):
+    """At 390 px the node and pool lists show their name and Free units columns without
+    scrolling the table; the columns left out are there on wide screens."""
+    page.set_viewport_size(PHONE)
+    page.goto(live_server_url.url + path)
+    headers = page.locator("main table thead th")
+    shown = [
+        headers.nth(i).inner_text().split("\n")[0].strip().lower()
+        for i in range(headers.count())
+        if headers.nth(i).is_visible() and headers.nth(i).bounding_box()["x"] + 2 < PHONE["width"]
+    ]
+    right = max(
+        headers.nth(i).bounding_box()["x"] + headers.nth(i).bounding_box()["width"]
+        for i in range(headers.count())
+        if headers.nth(i).is_visible()
+    )
+    assert any(label.startswith("free") for label in shown), shown
+    assert right <= PHONE["width"], shown
+    page.set_viewport_size({"width": 1440, "height": 1000})
+    assert all(headers.nth(i).is_visible() for i in range(headers.count()))
+
+
 def test_a_partitioned_pool_is_one_tab_stop_per_gpu(page: Any, live_server_url: LiveServer):
     """On a MIG pool Tab walks the GPUs (one summary per counter set), not every partition;
     Enter opens one and its partitions' links are reachable then."""
