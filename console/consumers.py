@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from claims.whatif.jobs import job_owner, owner_of
 from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders, visible_ids
 from dashboard.live import ChangedEvent, group_name
 from dashboard.registry import live_topics
@@ -108,7 +109,15 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def live_changed(self, event: ChangedEvent) -> None:
         ids = [str(i) for i in event["ids"]]
-        if not self.seen.everything:
+        user = self.scope.get("user")
+        if event["topic"] == "whatif" and not getattr(user, "is_superuser", False):
+            # A what-if job is its submitter's: others do not hear of it.
+            owner = owner_of(user)
+            ids = [i for i in ids if await database_sync_to_async(job_owner)(i) == owner]
+            if not ids:
+                return
+            event = {**event, "ids": ids}
+        elif not self.seen.everything:
             ids = await database_sync_to_async(visible_ids)(event["topic"], ids, self.seen)
             if not ids:
                 return

@@ -15,7 +15,7 @@ from claims.models import ResourceClaimTemplate
 from claims.pages import shape_what_if
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_COUNT
-from claims.whatif.request import read_input, read_request, run_request
+from claims.whatif.request import answer_for, read_input, read_request, run_request
 from claims.whatif.shared import keep_answer, may_see, shared_answer
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
@@ -193,13 +193,14 @@ def run_what_if(
         )
         question = read_request({"yaml": source}, options=values)
         answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
+        shown = answer_for(answer, question, seen)
     except WhatIfError as exc:
         return {"error": str(exc)}
     if upload is not None and isinstance(source, str):
         values = {**values, "yaml": source}
     kept = keep_answer(answer, values=values, source=label, submitter=submitter)
     return {
-        "result": shape_what_if(hide_other_namespaces(answer, seen), asked=values.get("count", "")),
+        "result": shape_what_if(shown, asked=values.get("count", "")),
         "source": label,
         "share_url": reverse("what-if-shared", args=[kept.token]),
     }

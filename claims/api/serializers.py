@@ -22,6 +22,7 @@ from claims.models import (
 )
 from inventory.api.serializers import KUBE_FIELDS, POOL_FIELDS
 from inventory.models import Device, Pool
+from inventory.visibility import EVERYTHING, hide_other_namespaces, visibility_for
 
 NAMESPACED_FIELDS = [*KUBE_FIELDS[:2], "namespace", *KUBE_FIELDS[2:]]
 
@@ -111,7 +112,14 @@ class HealthEntrySerializer(serializers.Serializer):
 
 @extend_schema_field(ClaimDiagnosisSerializer(allow_null=True))
 class DiagnosisField(serializers.JSONField):
-    """The stored diagnosis as written; typed for the schema by ClaimDiagnosisSerializer."""
+    """The stored diagnosis as written, holders in namespaces the reader may not see named by
+    place only; typed for the schema by ClaimDiagnosisSerializer."""
+
+    def to_representation(self, value: Any) -> Any:
+        request = self.context.get("request")
+        # No request: the project itself serializing, not a person reading.
+        seen = visibility_for(request) if request is not None else EVERYTHING
+        return super().to_representation(hide_other_namespaces(value, seen))
 
 
 class ResourceClaimDetailSerializer(ResourceClaimSerializer):

@@ -31,10 +31,17 @@ from claims.api.whatif_serializers import (
 )
 from claims.tasks import queue_what_if_job
 from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
-from claims.whatif.jobs import TooManyJobs, create_job, get_job
-from claims.whatif.request import check_request, read_input, read_request, run_request
+from claims.whatif.jobs import TooManyJobs, create_job, get_job, job_owner, owner_of
+from claims.whatif.request import (
+    answer_for,
+    check_request,
+    read_input,
+    read_request,
+    run_request,
+)
 from claims.whatif.state import ClusterSwitching
 from dralib.kube.documents import DocumentError, Limits, check_value, decode
+from inventory.visibility import visibility_for
 
 # A JSON body carries the what-if text (escaped) plus options: room for that, not more.
 BODY_LIMITS = Limits(max_bytes=4 * INPUT_LIMITS.max_bytes, max_nodes=INPUT_LIMITS.max_nodes)
@@ -141,6 +148,7 @@ class WhatIfView(APIView):
         try:
             question = read_request(request.data, options=request.query_params)
             answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
+            answer = answer_for(answer, question, visibility_for(request))
         except WhatIfError as exc:
             return _bad(exc)
         return Response(answer)
@@ -170,7 +178,7 @@ class WhatIfJobListView(APIView):
         except WhatIfError as exc:
             return _bad(exc)
         try:
-            job = create_job(question, queue=queue_what_if_job, owner=str(request.user.pk or ""))
+            job = create_job(question, queue=queue_what_if_job, owner=owner_of(request.user))
         except TooManyJobs as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         return Response(job, status=status.HTTP_202_ACCEPTED)
@@ -185,6 +193,15 @@ class WhatIfJobDetailView(APIView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         job = get_job(job_id)
-        if job is None:
+        # A job is its submitter's (and the admins'): to anyone else it does not exist.
+        mine = job is not None and (
+            request.user.is_superuser or job_owner(job_id) == owner_of(request.user)
+        )
+        if job is None or not mine:
             return Response({"detail": "unknown or expired job"}, status=status.HTTP_404_NOT_FOUND)
+        if isinstance(job.get("result"), dict):
+            try:
+                job = {**job, "result": answer_for(job["result"], {}, visibility_for(request))}
+            except WhatIfError as exc:
+                job = {**job, "status": "failed", "result": None, "error": exc.as_dict()}
         return Response(job)

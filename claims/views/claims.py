@@ -50,7 +50,12 @@ from dashboard.views import (
     yaml_download,
 )
 from inventory.models import Device
-from inventory.visibility import Visibility, scope_namespaced, visibility_for
+from inventory.visibility import (
+    Visibility,
+    hide_other_namespaces,
+    scope_namespaced,
+    visibility_for,
+)
 
 CLAIM_ORDERING = {
     "namespace": "namespace",
@@ -178,7 +183,9 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         if made is not None and made != claim.diagnosis:
             claim.diagnosis = made
             claim.refresh_from_db(fields=["diagnosed_at"])
+    # Holders in other namespaces are said to be there, never named.
     diagnosis = claim.diagnosis if isinstance(claim.diagnosis, dict) else None
+    diagnosis = hide_other_namespaces(diagnosis, visibility_for(request))
     waiting = [str(p) for p in (diagnosis or {}).get("pods") or []]
     wanted = {r.name for r in reservations} | set(waiting) | {claim.owner_pod} - {""}
     pods = {pod.name: pod for pod in Pod.objects.filter(namespace=namespace, name__in=wanted)}
@@ -191,7 +198,7 @@ def claim_detail(request: HttpRequest, namespace: str, name: str) -> HttpRespons
         "reservations": [(r, pods.get(r.name)) for r in reservations],
         "requests": (spec.get("devices") or {}).get("requests") or [],
         "diagnosis": diagnosis,
-        "diagnosis_json": json.dumps(claim.diagnosis, indent=2) if claim.diagnosis else "",
+        "diagnosis_json": json.dumps(diagnosis, indent=2) if diagnosis else "",
         "waiting_pods": [
             (pod_name, pods.get(pod_name))
             for pod_name in (waiting or [claim.owner_pod])

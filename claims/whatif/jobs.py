@@ -84,6 +84,17 @@ def _store(job: JSON) -> None:
     publish_changes({"whatif": [job["id"]]})
 
 
+def owner_of(user: Any) -> str:
+    """The owner a job is stored under: the submitting user's primary key."""
+    return str(getattr(user, "pk", None) or "")
+
+
+def job_owner(job_id: str) -> str | None:
+    """Who submitted the job, or None when unknown or expired."""
+    owner = cache.get(f"{job_key(job_id)}:owner")
+    return owner if isinstance(owner, str) else None
+
+
 def _owner_key(owner: str) -> str:
     return f"dra-dashboard:whatif-jobs:{owner}"
 
@@ -120,6 +131,7 @@ def create_job(request: Mapping[str, Any], *, queue: Queue, owner: str = "") -> 
         "error": None,
         "created": time.time(),
     }
+    cache.set(f"{job_key(job['id'])}:owner", owner, JOB_CACHE_SECONDS)
     _store(job)
     if owner:
         cache.set(_owner_key(owner), [*alive, job["id"]], JOB_CACHE_SECONDS)

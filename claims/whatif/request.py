@@ -27,9 +27,11 @@ from claims.whatif.inputs import INPUT_LIMITS, JSON, WhatIfError
 from claims.whatif.options import REQUEST_KEYS
 from claims.whatif.service import check_question, what_if
 from dralib.kube.documents import DocumentError, decode, load_documents
+from inventory.visibility import Visibility, hide_other_namespaces
 
 __all__ = [
     "REQUEST_KEYS",
+    "answer_for",
     "check_request",
     "read_input",
     "read_request",
@@ -125,3 +127,32 @@ def check_request(request: Mapping[str, Any]) -> None:
         check_question(request.get("yaml"), **_question(request))
     except (RecursionError, MemoryError) as exc:
         raise WhatIfError("yaml", f"input too complex: {type(exc).__name__}") from exc
+
+
+def question_namespaces(answer: Mapping[str, Any], request: Mapping[str, Any]) -> set[str]:
+    """The namespaces a question lives in: its default namespace, its claims' and the
+    namespaces of the existing claims its assumptions name."""
+    found = {str(answer.get("namespace") or "")}
+    for entry in answer.get("claims") or []:
+        if isinstance(entry, Mapping):
+            found.add(str(entry.get("claim") or "").partition("/")[0])
+    assume = request.get("assume")
+    for op in assume if isinstance(assume, list) else []:
+        if isinstance(op, Mapping):
+            for key in ("claim", "pod"):
+                namespace, slash, _ = str(op.get(key) or "").partition("/")
+                if slash:
+                    found.add(namespace)
+    return found - {""}
+
+
+def answer_for(answer: JSON, request: Mapping[str, Any], seen: Visibility) -> JSON:
+    """The answer as a person who sees `seen` may read it. A question in a namespace they may
+    not see is refused (its quota and claims are that namespace's), the same whatever that
+    namespace holds; other namespaces' claims and pods in the answer are named by place only."""
+    hidden = sorted(ns for ns in question_namespaces(answer, request) if not seen.allows(ns))
+    if hidden:
+        raise WhatIfError(
+            "namespace", f"namespace {hidden[0]!r} is not one you may list pods and claims in"
+        )
+    return hide_other_namespaces(answer, seen)

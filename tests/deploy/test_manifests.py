@@ -60,11 +60,24 @@ def test_kustomization_lists_every_manifest() -> None:
     assert [image["name"] for image in kustomization["images"]] == ["dra-dashboard"]
 
 
+# The one create: SubjectAccessReviews write nothing, the API server answers them (visibility).
+REVIEW_RULE = {
+    "apiGroups": ["authorization.k8s.io"],
+    "resources": ["subjectaccessreviews"],
+    "verbs": ["create"],
+}
+
+
 def test_cluster_role_is_read_only_without_wildcards() -> None:
-    """The ClusterRole grants only get/list/watch and no wildcard anywhere."""
+    """The ClusterRole grants only get/list/watch, but create on subjectaccessreviews and
+    nothing else of that group, and no wildcard anywhere."""
     roles = of_kind("ClusterRole") + of_kind("Role")
     assert [r["metadata"]["name"] for r in roles] == ["dra-dashboard-reader"]
+    reviews = [r for r in roles[0]["rules"] if "authorization.k8s.io" in r["apiGroups"]]
+    assert reviews == [REVIEW_RULE]
     for rule in roles[0]["rules"]:
+        if rule is reviews[0]:
+            continue
         assert set(rule["verbs"]) <= READ_VERBS
         assert not set(rule["verbs"]) & WRITE_VERBS
         for field in ("verbs", "resources", "apiGroups"):
@@ -78,9 +91,10 @@ def test_cluster_role_covers_every_synced_kind() -> None:
     """resource.k8s.io kinds (v1 and classic v1alpha2), nodes, pods, resourcequotas,
     limitranges, namespaces, priorityclasses, poddisruptionbudgets and events.k8s.io events, each
     with get, list and watch."""
+    rules = [r for r in one("ClusterRole", "dra-dashboard-reader")["rules"] if r != REVIEW_RULE]
     granted = {
         (group, resource)
-        for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]
+        for rule in rules
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
@@ -100,7 +114,7 @@ def test_cluster_role_covers_every_synced_kind() -> None:
     want |= {("scheduling.k8s.io", "priorityclasses"), ("policy", "poddisruptionbudgets")}
     want |= {("events.k8s.io", "events")}
     assert granted == want
-    for rule in one("ClusterRole", "dra-dashboard-reader")["rules"]:
+    for rule in rules:
         assert sorted(rule["verbs"]) == ["get", "list", "watch"]
 
 
