@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from claims.api import urls as claims_api
+from dashboard.oidc import admin_sign_in
 from inventory.api import urls as inventory_api
 
 
@@ -21,6 +22,8 @@ def _inventory_api() -> list[URLPattern | URLResolver]:
 
 
 urlpatterns: list[URLPattern | URLResolver] = [
+    # Before the admin's own: with DASHBOARD_LOCAL_ACCOUNTS=0 its password form could never work.
+    path("admin/login/", admin_sign_in),
     path("admin/", admin.site.urls),
     path("accounts/", include("dashboard.auth_urls")),
     path("api/inventory/", include((_inventory_api(), "inventory-api"))),

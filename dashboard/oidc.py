@@ -25,11 +25,11 @@ from urllib.parse import quote_plus, urlencode
 import jwt
 import requests
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group
-from django.contrib.auth.views import LogoutView
+from django.contrib.auth.views import LogoutView, redirect_to_login
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -398,6 +398,14 @@ class SignInView(ThrottledLoginView):
         if not settings.LOCAL_ACCOUNTS:
             raise PermissionDenied("local accounts are off (DASHBOARD_LOCAL_ACCOUNTS=0)")
         return super().post(request, *args, **kwargs)
+
+
+def admin_sign_in(request: HttpRequest) -> HttpResponse:
+    """The admin's password form while local accounts are on; else the dashboard's sign-in, so
+    that an admin group's members reach the admin through the provider."""
+    if settings.LOCAL_ACCOUNTS:
+        return admin.site.login(request)
+    return redirect_to_login(request.GET.get("next", reverse("admin:index")), settings.LOGIN_URL)
 
 
 class SignOutView(LogoutView):

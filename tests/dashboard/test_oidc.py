@@ -480,3 +480,13 @@ def test_origins_are_the_issuers_and_a_configured_end_sessions() -> None:
 
 def test_local_accounts_still_change_their_password(viewer_client) -> None:
     assert viewer_client.get("/accounts/password_change/").status_code == 200
+
+
+def test_the_admin_sign_in_follows_local_accounts(oidc_on, settings, db) -> None:
+    """Its password form while local accounts are on; the provider's way in when they are off."""
+    client = Client()
+    assert b'id="id_password"' in client.get("/admin/login/?next=/admin/").content
+    settings.LOCAL_ACCOUNTS = False
+    answer = client.get("/admin/login/?next=/admin/")
+    assert (answer.status_code, answer["Location"]) == (302, "/accounts/login/?next=/admin/")
+    assert client.get("/admin/")["Location"].startswith("/admin/login/")
