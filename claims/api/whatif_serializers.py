@@ -462,10 +462,37 @@ class WhatIfJobSerializer(serializers.Serializer):
     created = serializers.FloatField(help_text="Unix time")
 
 
+class ClaimHolderPodSerializer(serializers.Serializer):
+    namespace = serializers.CharField(allow_blank=True, help_text='"" when hidden')
+    name = serializers.CharField()
+    hidden = serializers.BooleanField(
+        required=False, help_text="in a namespace the reader may not see: named by place only"
+    )
+
+
+class ClaimHolderSerializer(ClaimHolderPodSerializer):
+    """A claim holding a device the pending claim could use, and the pods reserving it."""
+
+    pods = ClaimHolderPodSerializer(many=True)
+
+
+class ClaimTakenSerializer(WhatIfTakenSerializer):
+    claims = ClaimHolderSerializer(many=True, help_text="the claims holding it (at most 8)")
+    more = serializers.IntegerField(help_text="holding claims beyond those named")
+
+
+class ClaimDiagnosisRequestSerializer(WhatIfRequestReportSerializer):
+    taken = ClaimTakenSerializer(
+        many=True,
+        help_text="devices only other claims keep from this request (at most 32), with the "
+        "claims holding them (`claims.whatif.holders`)",
+    )
+
+
 class ClaimDiagnosisSerializer(serializers.Serializer):
-    """Why a pending claim a pod waits for does not fit (`claims.whatif.diagnosis`), kept current
-    by the diagnosis task. A classic claim's carries only driverAllocated, reasons, pods and
-    fingerprint."""
+    """Why a pending claim does not fit (`claims.whatif.diagnosis`), kept current by the diagnosis
+    task and made when its page is opened. A classic claim's carries only driverAllocated,
+    reasons, pods and fingerprint."""
 
     fits = serializers.BooleanField(allow_null=True, required=False)
     nodesChecked = serializers.IntegerField(allow_null=True, required=False)
@@ -473,7 +500,10 @@ class ClaimDiagnosisSerializer(serializers.Serializer):
     firstNode = serializers.CharField(allow_null=True, required=False)
     best = WhatIfBestNodeSerializer(many=True, required=False)
     reasons = serializers.ListField(child=serializers.CharField())
-    requests = WhatIfRequestReportSerializer(many=True, required=False)
+    requests = ClaimDiagnosisRequestSerializer(many=True, required=False)
+    node = serializers.CharField(
+        allow_null=True, required=False, help_text="the closest node, whose funnels `requests` are"
+    )
     pods = serializers.ListField(child=serializers.CharField(), help_text="pods waiting for it")
     fingerprint = serializers.CharField()
     cluster = WhatIfClusterSerializer(

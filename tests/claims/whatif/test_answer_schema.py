@@ -17,12 +17,13 @@ from django.core.management import call_command
 from jsonschema import Draft202012Validator
 
 from claims.models import ResourceClaim
-from claims.whatif.diagnosis import diagnose_all
+from claims.whatif.diagnosis import diagnose_all, diagnose_claim
 from claims.whatif.service import what_if
 from claims.whatif.trim import trim_answer
 from tests.claims.whatif.cluster import DRIVER, GPUS_PER_NODE
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.helpers import URL, claim_yaml
+from tests.claims.whatif.test_diagnosis_on_open import NAMESPACE, _held, _pending, _pod
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WHAT_IF_PATH = "/api/claims/what-if/"
@@ -173,3 +174,17 @@ def test_a_stored_diagnosis_validates(schema, small, api) -> None:
     detail = api.get(f"/api/claims/resource-claims/{stored.pk}/").json()
     assert detail["diagnosis"] == stored.diagnosis and stored.diagnosis["fits"] is False
     assert _errors(schema, "ClaimDiagnosis", detail["diagnosis"]) == []
+
+
+def test_a_diagnosis_naming_holders_validates(schema, small) -> None:
+    """A diagnosis whose devices are all held names the holders in its published shape."""
+    objects: list[dict[str, Any]] = [_pending("wants-gpu"), _pod("waiter", NAMESPACE, "wants-gpu")]
+    for node in ("node-a", "node-b"):
+        for index in (0, 1):
+            claim = f"{node}-holder-{index}"
+            objects += [_held(claim, node, f"gpu-{index}", f"{claim}-pod")]
+            objects += [_pod(f"{claim}-pod", "other", claim, node)]
+    load_objects(objects)
+    made = diagnose_claim(NAMESPACE, "wants-gpu")
+    assert made is not None and made["requests"][0]["taken"][0]["claims"]
+    assert _errors(schema, "ClaimDiagnosis", made) == []
