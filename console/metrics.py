@@ -67,7 +67,7 @@ from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
 from dralib.allocator.quantity import exact_amount
 from inventory.models import CounterSet, Device, SkippedObject, SyncState
-from inventory.visibility import Visibility, visibility_for
+from inventory.visibility import Visibility, visibility_of_user
 
 log = logging.getLogger(__name__)
 
@@ -585,6 +585,20 @@ def _signed_in(request: HttpRequest) -> bool | None:
     return found is not None and bool(found[0].is_active)
 
 
+def _person(request: HttpRequest) -> Any:
+    """The user behind the session, else behind a DRF token, else the anonymous user."""
+    if request.user.is_authenticated:
+        return request.user
+    from rest_framework.authentication import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    try:
+        found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
+    except AuthenticationFailed:
+        found = None
+    return found[0] if found is not None else request.user
+
+
 def metrics_access(request: HttpRequest) -> int:
     """The HTTP status `/metrics` answers `request` with: 200 when allowed, else 401 or 403."""
     presented = _bearer(request)
@@ -614,7 +628,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     body = render_metrics()
     if _bearer(request) is None:
         # A person, not the Prometheus scrape: only the namespaces they may see.
-        body = visible_series(body, visibility_for(request))
+        body = visible_series(body, visibility_of_user(_person(request)))
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -19,6 +19,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connections
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.authtoken.models import Token
 
 from claims.models import AllocatedDevice, Pod, ResourceClaim, ResourceClaimTemplate
 from console.metrics import render_metrics
@@ -275,6 +276,9 @@ def test_metrics_for_a_person_hold_only_their_namespaces(teams: dict[str, Any]) 
         for token in forbidden_for(team, teams["uids"]):
             assert token not in text, (name, token)
         assert f'namespace="{team}"' in text
+    token = Token.objects.create(user=teams["bob"])
+    text = Client().get("/metrics", HTTP_AUTHORIZATION=f"Token {token.key}").content.decode()
+    assert 'namespace="team-b"' in text and "team-a" not in text
 
 
 @pytest.mark.django_db(transaction=True)
