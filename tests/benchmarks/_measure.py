@@ -43,6 +43,21 @@ def process_memory_mb(pid: int | str, field_name: str = "VmHWM") -> float:
     raise LookupError(f"/proc/{pid}/status has no {field_name}")
 
 
+def settle(pid: int, *, quiet: float = 1.0, limit: float = 600.0) -> float:
+    """Wait until the process has used no CPU for `quiet` seconds (its start-up work, such as
+    the class membership computed in the background, is done); its CPU seconds so far."""
+    deadline = time.monotonic() + limit
+    last, since = process_cpu(pid), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = process_cpu(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return last
+
+
 @dataclass
 class Sample:
     """One request: wall seconds to the last byte, server CPU seconds, response bytes."""

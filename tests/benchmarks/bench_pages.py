@@ -6,10 +6,12 @@ Loads the demo cluster into an on-disk database (a SQLite file, or a fresh Postg
 when DASHBOARD_DATABASE_URL names one), starts the server on it as `bin/run` does (uvicorn via
 `console.serve`, no sync) and asks over loopback, signed in by a session cookie:
 
-* the first `/` after start (nothing warmed: whatever a page needs is computed then);
-* the first request of every other page, then the median of `--runs` requests of each;
-* on a second fresh server, the first `/metrics` scrape after start, then the median of a few
-  (and its size);
+* the server's start-up work: CPU until it goes idle (it computes the class membership and
+  physical units in the background), judged against the cold goal;
+* the first `/` after that, the first request of every other page, then the median of
+  `--runs` requests of each;
+* on a second fresh server, the first `/metrics` scrape right after /healthz answers (start-up
+  work still running, as an early scrape meets it), then the median of a few (and its size);
 * the server's peak RSS after all of it.
 
 Each figure prints the server's CPU time (judged against the goal: ≤ 300 ms for every page and
@@ -25,12 +27,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from _measure import RUNS, Sample, Server, load_average, memory_line, report, session_cookie
+from _measure import (
+    RUNS,
+    Sample,
+    Server,
+    load_average,
+    memory_line,
+    report,
+    session_cookie,
+    settle,
+)
 from _server import load_demo, setup_shared_database, start_server
 
 PAGE_GOAL_MS = 300.0
 METRICS_BYTES_GOAL = 1_000_000
 RSS_GOAL_MB = 800.0
+# The issue's cold goal (the first what-if after start), for the server's own start-up work.
+STARTUP_GOAL_S = 2.0
 
 
 def _pages() -> list[str]:
@@ -90,6 +103,7 @@ def _measure(url: str, cookie: str, runs: int) -> None:
     server = Server(process.pid, base, {"Cookie": cookie})
     try:
         print(f"pages, fresh server ({load_average()}):")
+        report_startup(process.pid)
         first: dict[str, Sample] = {}
         for path in pages:
             first[path] = server.request(path)
@@ -107,9 +121,9 @@ def _measure(url: str, cookie: str, runs: int) -> None:
     process, base = start_server(url)
     server = Server(process.pid, base, {"Cookie": cookie})
     try:
-        print(f"/metrics, fresh server ({load_average()}):")
+        print(f"/metrics, fresh server, scraped at once ({load_average()}):")
         report(
-            "first /metrics after start",
+            "first /metrics right after /healthz answered (start-up work still running)",
             [server.request("/metrics")],
             goal_ms=PAGE_GOAL_MS,
             size_goal=METRICS_BYTES_GOAL,
@@ -124,6 +138,14 @@ def _measure(url: str, cookie: str, runs: int) -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def report_startup(pid: int) -> None:
+    """The server's start-up work (imports, and the class membership and units it computes in
+    the background), waited for before the first page: its CPU, judged as a cold start."""
+    cpu = settle(pid)
+    verdict = "met" if cpu <= STARTUP_GOAL_S else "MISSED"
+    print(f"  start-up until idle: server CPU {cpu:.2f} s; goal ≤ {STARTUP_GOAL_S:g} s: {verdict}")
 
 
 def main() -> None:

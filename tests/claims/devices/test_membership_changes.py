@@ -89,3 +89,19 @@ def test_a_class_change_evaluates_every_device_again() -> None:
     assert again.members[device_class["metadata"]["name"]] == frozenset()
     forget_membership()
     _same(again, class_membership())
+
+
+@pytest.mark.django_db
+def test_warm_units_leaves_the_first_page_two_queries(api, django_assert_max_num_queries) -> None:
+    """What a web process computes at start (console.serve) is what the availability API then
+    reads: the fingerprint and the holds, nothing evaluated again."""
+    from claims.devices.availability import forget_units, warm_units
+
+    load_demo(nodes=5, seed=1)
+    forget_units()
+    warm_units()
+    warmed = class_membership()
+    with django_assert_max_num_queries(2):
+        assert api.get("/api/inventory/availability/").status_code == 200
+    assert class_membership() is warmed
+    forget_units()
