@@ -162,3 +162,13 @@ def test_the_submitter_is_not_the_only_reader(demo, viewer_client: Client, perso
     user: User = request.getfixturevalue(persona)
     other.force_login(user)
     assert other.get(link).status_code == 200
+
+
+def test_the_headline_says_which_nodes_were_counted(demo, viewer_client: Client) -> None:
+    """With a node selector the headline's "of N nodes" says they are the selected ones."""
+    node = demo["Node"][0]
+    key, value = next(iter(node["metadata"]["labels"].items()))
+    response = viewer_client.post(URL, {"yaml": claim(1), "nodeSelector": f"{key}={value}"})
+    html = response.content.decode()
+    scope = html.split('id="what-if-scope"')[1].split("</p>")[0]
+    assert f"<code>{key}={value}</code>" in scope
