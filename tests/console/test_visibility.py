@@ -21,8 +21,15 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.authtoken.models import Token
 
-from claims.models import AllocatedDevice, Pod, ResourceClaim, ResourceClaimTemplate
+from claims.models import (
+    AllocatedDevice,
+    Pod,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    SharedWhatIf,
+)
 from console.metrics import render_metrics
+from dashboard.live import send_now
 from dralib.kube.fakeapi import FakeApiServer
 from inventory import visibility
 from inventory.choices import Kind
@@ -57,6 +64,17 @@ READER = {
         },
     ],
 }
+
+
+WHAT_IF = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: ask, namespace: {namespace}}}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {{deviceClassName: gpu.example.com, count: 3}}
+"""
 
 
 def team_binding(team: str) -> dict[str, Any]:
@@ -125,11 +143,14 @@ def teams(db: Any, cluster: FakeApiServer) -> dict[str, Any]:
         ]
         create(*objects)
         uids[team] |= {o["metadata"]["uid"] for o in objects if o["metadata"].get("namespace")}
-    return {
-        "alice": person("alice", "team-a"),
-        "bob": person("bob", "team-b"),
-        "uids": uids,
-    }
+    people = {"alice": person("alice", "team-a"), "bob": person("bob", "team-b")}
+    for name, team in (("alice", "team-a"), ("bob", "team-b")):
+        # A shared what-if answer of each team, for the share links' route.
+        client = Client()
+        client.force_login(people[name])
+        asked = client.post("/what-if/", {"yaml": WHAT_IF.format(namespace=team), "count": "1"})
+        assert b"what-if-share" in asked.content
+    return {**people, "uids": uids}
 
 
 def forbidden_for(team: str, uids: dict[str, set[str]]) -> list[str]:
@@ -176,8 +197,8 @@ def argument_sets(route: str) -> list[dict[str, str]]:
         sets = [{"name": n} for n in ("node-0", "node-1", DRIVER)]
     elif params == {"job_id"}:
         sets = [{"job_id": "x" * 32}]
-    else:
-        sets = []
+    elif params == {"token"}:
+        sets = [{"token": token} for token in SharedWhatIf.objects.values_list("token", flat=True)]
     return sets
 
 
@@ -193,7 +214,10 @@ def urls_to_walk() -> list[str]:
     for _, route, _pattern in all_patterns(get_resolver().url_patterns):
         if route.startswith(("admin/", "accounts/")) or "(?P<format>" in route:
             continue
-        for values in argument_sets(route):
+        sets = argument_sets(route)
+        # A new route with parameters this walk cannot fill fails here, until it learns them.
+        assert sets, f"no values for the parameters of {route}"
+        for values in sets:
             url = fill(route, values)
             urls.append(url)
             if url.startswith("/api/"):
@@ -312,17 +336,6 @@ async def test_live_topics_of_the_other_namespace_are_refused(cluster: FakeApiSe
         await sync_to_async(connections.close_all)()
 
 
-WHAT_IF = """apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {{name: ask, namespace: {namespace}}}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {{deviceClassName: gpu.example.com, count: 3}}
-"""
-
-
 def test_what_if_answers_and_jobs_stay_in_their_namespaces(teams: dict[str, Any]) -> None:
     """Alice's what-if (which needs GPUs bob's claim holds) names no bravo object; asking in
     team-b is refused naming the namespace; her job is 404 to bob and answers her."""
@@ -371,3 +384,59 @@ def test_a_diagnosis_says_the_other_teams_holder_without_naming_it(teams: dict[s
     assert "anvil" not in page and visibility.OTHER_CLAIM in page
     detail = client.get(f"/api/claims/resource-claims/{claim.pk}/").content.decode()
     assert "anvil" not in detail and visibility.OTHER_CLAIM in detail
+
+
+def test_a_shared_answer_opens_for_its_team_only(teams: dict[str, Any]) -> None:
+    """Alice's kept what-if answer (team-a) is 404 to bob and opens for alice."""
+    token = SharedWhatIf.objects.get(submitter="alice").token
+    alice, bob = Client(), Client()
+    alice.force_login(teams["alice"])
+    bob.force_login(teams["bob"])
+    assert bob.get(f"/what-if/shared/{token}/").status_code == 404
+    assert alice.get(f"/what-if/shared/{token}/").status_code == 200
+
+
+def test_shared_live_renders_are_kept_apart_by_visibility(teams: dict[str, Any]) -> None:
+    """The same live refresh URL (one event) renders once per visibility: bob does not get the
+    table alice's request rendered."""
+    url = "/claims/?fragment=table&live=0123abcd"
+    alice, bob = Client(), Client()
+    alice.force_login(teams["alice"])
+    bob.force_login(teams["bob"])
+    mine = alice.get(url).content.decode()
+    theirs = bob.get(url).content.decode()
+    assert "anvil-claim" in mine and "bravo" not in mine
+    assert "bravo-claim" in theirs and "anvil" not in theirs
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_generic_topics_carry_only_visible_ids(cluster: FakeApiServer) -> None:
+    """Following `claims`, alice hears of her team's claim and not of bob's."""
+
+    def setup() -> tuple[list[tuple[bytes, bytes]], int, int]:
+        store(
+            Kind.NAMESPACE,
+            *(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "uid": n}}
+                for n in TEAMS
+            ),
+        )
+        create(
+            claim_object("anvil-one", namespace="team-a"),
+            claim_object("bravo-one", namespace="team-b"),
+        )
+        ids = dict(ResourceClaim.objects.values_list("name", "pk"))
+        return session_headers(person("alice", "team-a")), ids["anvil-one"], ids["bravo-one"]
+
+    headers, mine, theirs = await sync_to_async(setup)()
+    try:
+        socket, connected = await connect("/ws/live/?topics=claims", headers)
+        assert connected
+        await sync_to_async(send_now)({"claims": [str(theirs)]})
+        assert await socket.receive_nothing(timeout=0.5)
+        await sync_to_async(send_now)({"claims": [str(theirs), str(mine)]})
+        message = await socket.receive_json_from(timeout=5)
+        assert message["ids"] == [str(mine)]
+        await socket.disconnect()
+    finally:
+        await sync_to_async(connections.close_all)()
