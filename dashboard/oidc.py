@@ -141,20 +141,20 @@ def _discover(config: OIDCSettings) -> Endpoints:
     )
 
 
-def kubernetes_identity(claims: dict[str, Any], config: OIDCSettings) -> tuple[str, list[str]]:
-    """The username and groups kube-apiserver would derive from these ID token claims.
+def kubernetes_identity(token: dict[str, Any], config: OIDCSettings) -> tuple[str, list[str]]:
+    """The username and groups kube-apiserver would derive from this ID token's fields.
 
     As upstream: the username claim must be a non-empty string; with the email claim, an
     `email_verified` present must be true; the groups claim is a string or a list of strings,
     and may be absent (no groups).
     """
-    value = claims.get(config.username_claim)
+    value = token.get(config.username_claim)
     if not isinstance(value, str) or not value:
         raise SignInRefused(f"the ID token has no {config.username_claim!r} claim to name you by")
-    if config.username_claim == "email" and claims.get("email_verified", True) is not True:
+    if config.username_claim == "email" and token.get("email_verified", True) is not True:
         raise SignInRefused(f"the provider has not verified the email address {value}")
     username = config.username_prefix + value
-    raw_groups = claims.get(config.groups_claim)
+    raw_groups = token.get(config.groups_claim)
     if raw_groups is None:
         raw_groups = []
     elif isinstance(raw_groups, str):
@@ -250,7 +250,7 @@ class KubernetesIdentityBackend(OIDCAuthenticationBackend):
         return answer
 
     def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:
-        """The ID token's claims, verified as kube-apiserver verifies them.
+        """The ID token's fields, verified as kube-apiserver verifies them.
 
         The library checks the signature only; the issuer, the audience (this client) and the
         expiry are checked here too: a token issued to another client of the same provider
@@ -258,7 +258,7 @@ class KubernetesIdentityBackend(OIDCAuthenticationBackend):
         """
         config = configured()
         try:
-            claims: dict[str, Any] = jwt.decode(
+            token: dict[str, Any] = jwt.decode(
                 payload,
                 key,
                 algorithms=[config.signing_algorithm],
@@ -269,7 +269,7 @@ class KubernetesIdentityBackend(OIDCAuthenticationBackend):
             )
         except jwt.PyJWTError as exc:
             raise SuspiciousOperation(f"the ID token does not verify: {exc}") from exc
-        return claims
+        return token
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
         config = configured()
