@@ -313,8 +313,9 @@ WHATIF_JOB_THREADS = env_int("WHATIF_JOB_THREADS", 2, minimum=0)
 # A finished job keeps its answer for an hour: at most this many bytes of JSON (longer lists cut).
 WHATIF_JOB_RESULT_MAX_BYTES = env_int("WHATIF_JOB_RESULT_MAX_BYTES", 2 * 1024 * 1024, minimum=65536)
 READY_MAX_WATCH_AGE = env_int("READY_MAX_WATCH_AGE", 120, minimum=0)
-# Events (events.k8s.io) about ResourceClaims and the pods that use them: the newest this many are kept
-# per object, none older than the TTL (kube-apiserver's --event-ttl defaults to one hour).
+# Events (events.k8s.io) about ResourceClaims and the pods that use them: the newest this
+# many are kept per object, none older than the TTL (kube-apiserver's --event-ttl defaults to
+# one hour).
 EVENTS_PER_OBJECT = env_int("EVENTS_PER_OBJECT", 20, minimum=1)
 EVENTS_TTL_SECONDS = env_int("EVENTS_TTL_SECONDS", 3600, minimum=60)
 # Leaks: an allocated claim reserved for nobody for longer than this is reported as leaked.
