@@ -20,6 +20,7 @@ from claims.devices.pages import natural_key, pool_context
 from claims.models import ResourceClaim, ResourceClaimTemplate, ResourceQuota
 from dralib.allocator.quantity import exact_amount
 from inventory.models import Node, Pool
+from inventory.visibility import EVERYTHING, Visibility
 
 # Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
 DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -207,7 +208,11 @@ def _plain(amount: Fraction) -> str:
 
 
 def shape_what_if(
-    answer: dict[str, Any], *, asked: str = "", with_grids: bool = True
+    answer: dict[str, Any],
+    *,
+    asked: str = "",
+    with_grids: bool = True,
+    seen: Visibility = EVERYTHING,
 ) -> dict[str, Any]:
     """A `what_if` answer for the page: a headline that counts quota and filters, placements
     with devices and copies per node, the quota per copy, stranded units, pool grids with the
@@ -226,7 +231,7 @@ def shape_what_if(
     for (driver, pool_name), names in sorted(chosen.items()) if with_grids else ():
         pool = Pool.objects.filter(driver=driver, name=pool_name).first()
         if pool is not None:
-            grids.append(pool_context(pool, chosen=names))
+            grids.append(pool_context(pool, chosen=names, seen=seen))
     headroom = dict(answer.get("headroom") or {})
     quota = _quota(answer, count)
     allowed = quota.get("copiesAllowed")

@@ -15,7 +15,13 @@ from claims.models import ResourceClaimTemplate
 from claims.pages import shape_what_if
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_COUNT
-from claims.whatif.request import answer_for, read_input, read_request, run_request
+from claims.whatif.request import (
+    answer_for,
+    check_namespaces,
+    read_input,
+    read_request,
+    run_request,
+)
 from claims.whatif.shared import keep_answer, may_see, shared_answer
 from console.overview import overview_context
 from dashboard.views import paginate, read_access, render_page
@@ -192,6 +198,7 @@ def run_what_if(
             text=values["yaml"], upload=upload, template=values["template"], seen=seen
         )
         question = read_request({"yaml": source}, options=values)
+        check_namespaces(question, seen)
         answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
         shown = answer_for(answer, question, seen)
     except WhatIfError as exc:
@@ -200,7 +207,7 @@ def run_what_if(
         values = {**values, "yaml": source}
     kept = keep_answer(answer, values=values, source=label, submitter=submitter)
     return {
-        "result": shape_what_if(shown, asked=values.get("count", "")),
+        "result": shape_what_if(shown, asked=values.get("count", ""), seen=seen),
         "source": label,
         "share_url": reverse("what-if-shared", args=[kept.token]),
     }

@@ -34,6 +34,7 @@ from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
 from claims.whatif.jobs import TooManyJobs, create_job, get_job, job_owner, owner_of
 from claims.whatif.request import (
     answer_for,
+    check_namespaces,
     check_request,
     read_input,
     read_request,
@@ -147,6 +148,7 @@ class WhatIfView(APIView):
     def post(self, request: Request) -> Response:
         try:
             question = read_request(request.data, options=request.query_params)
+            check_namespaces(question, visibility_for(request))
             answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
             answer = answer_for(answer, question, visibility_for(request))
         except WhatIfError as exc:
@@ -174,6 +176,7 @@ class WhatIfJobListView(APIView):
         try:
             question = read_request(request.data, options=request.query_params)
             # Bad input is a 400 now, not a job that fails later.
+            check_namespaces(question, visibility_for(request))
             check_request(question)
         except WhatIfError as exc:
             return _bad(exc)

@@ -19,11 +19,11 @@ detail` on the page, the `error` of a failed job. Input too complex to even pars
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from claims.whatif.engine import Progress
-from claims.whatif.inputs import INPUT_LIMITS, JSON, WhatIfError
+from claims.whatif.inputs import DEFAULT_NAMESPACE, INPUT_LIMITS, JSON, WhatIfError
 from claims.whatif.options import REQUEST_KEYS
 from claims.whatif.service import check_question, what_if
 from dralib.kube.documents import DocumentError, decode, load_documents
@@ -32,6 +32,7 @@ from inventory.visibility import Visibility, hide_other_namespaces
 __all__ = [
     "REQUEST_KEYS",
     "answer_for",
+    "check_namespaces",
     "check_request",
     "read_input",
     "read_request",
@@ -129,6 +130,59 @@ def check_request(request: Mapping[str, Any]) -> None:
         raise WhatIfError("yaml", f"input too complex: {type(exc).__name__}") from exc
 
 
+def _document_namespaces(value: Any, depth: int = 0) -> Iterator[str | None]:
+    """metadata.namespace of each object of a document (None when it names none), lists'
+    items included."""
+    if depth > 8 or not isinstance(value, Mapping):
+        return
+    items = value.get("items")
+    if isinstance(items, list):
+        for item in items:
+            yield from _document_namespaces(item, depth + 1)
+        return
+    metadata = value.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    yield str(namespace) if namespace else None
+
+
+def _assumed_namespaces(request: Mapping[str, Any]) -> set[str]:
+    assume = request.get("assume")
+    found = set()
+    for op in assume if isinstance(assume, list) else []:
+        if isinstance(op, Mapping):
+            for key in ("claim", "pod"):
+                namespace, slash, _ = str(op.get(key) or "").partition("/")
+                if slash:
+                    found.add(namespace)
+    return found
+
+
+def check_namespaces(request: Mapping[str, Any], seen: Visibility) -> None:
+    """Refuse, before anything runs, a question in a namespace the person may not see: the
+    objects it names, its default namespace when one of them names none, its assumptions.
+    Refused the same whatever that namespace holds, so nothing is learnt of it."""
+    if seen.everything:
+        return
+    text = request.get("yaml")
+    try:
+        documents = (
+            [d.value for d in load_documents(text, limits=INPUT_LIMITS)]
+            if isinstance(text, str)
+            else [text]
+        )
+    except DocumentError:
+        return  # the request path reports bad input itself
+    named = [ns for doc in documents for ns in _document_namespaces(doc)]
+    asked = {ns for ns in named if ns} | _assumed_namespaces(request)
+    if not named or None in named:
+        asked.add(str(request.get("namespace") or DEFAULT_NAMESPACE))
+    hidden = sorted(ns for ns in asked if not seen.allows(ns))
+    if hidden:
+        raise WhatIfError(
+            "namespace", f"namespace {hidden[0]!r} is not one you may list pods and claims in"
+        )
+
+
 def question_namespaces(answer: Mapping[str, Any], request: Mapping[str, Any]) -> set[str]:
     """The namespaces a question lives in: its default namespace, its claims' and the
     namespaces of the existing claims its assumptions name."""
@@ -136,14 +190,7 @@ def question_namespaces(answer: Mapping[str, Any], request: Mapping[str, Any]) -
     for entry in answer.get("claims") or []:
         if isinstance(entry, Mapping):
             found.add(str(entry.get("claim") or "").partition("/")[0])
-    assume = request.get("assume")
-    for op in assume if isinstance(assume, list) else []:
-        if isinstance(op, Mapping):
-            for key in ("claim", "pod"):
-                namespace, slash, _ = str(op.get(key) or "").partition("/")
-                if slash:
-                    found.add(namespace)
-    return found - {""}
+    return (found | _assumed_namespaces(request)) - {""}
 
 
 def answer_for(answer: JSON, request: Mapping[str, Any], seen: Visibility) -> JSON:

@@ -77,6 +77,15 @@ spec:
 """
 
 
+POD = """apiVersion: v1
+kind: Pod
+metadata: {{name: p, namespace: team-b}}
+spec:
+  containers: [{{name: c, image: x, resources: {{claims: [{{name: gpu}}]}}}}]
+  resourceClaims: [{{name: gpu, resourceClaimTemplateName: {template}}}]
+"""
+
+
 def team_binding(team: str) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -357,9 +366,28 @@ def test_what_if_answers_and_jobs_stay_in_their_namespaces(teams: dict[str, Any]
     )
     assert refused.status_code == 400
     assert refused.json()["field"] == "namespace"
+    # A pod naming a template of team-b is refused alike whether the template exists or not.
+    answers = []
+    for template in ("bravo-template", "no-such-template"):
+        pod = POD.format(template=template)
+        answer = alice.post("/api/claims/what-if/", {"yaml": pod}, content_type="application/json")
+        answers.append((answer.status_code, answer.json()))
+    assert answers[0] == answers[1] and answers[0][0] == 400
+    unnamed = alice.post(
+        "/api/claims/what-if/",
+        {"yaml": WHAT_IF.format(namespace="team-a").replace(", namespace: team-a", "")},
+        content_type="application/json",
+    )
+    assert unnamed.json()["detail"].startswith("namespace 'default'")
     page = alice.post("/what-if/", {"yaml": WHAT_IF.format(namespace="team-a"), "count": "1"})
     assert page.status_code == 200
     assert not [token for token in forbidden if token in page.content.decode()]
+    # One GPU on bob's node fits: its pool grid shows bob's claim on gpu-0 by place only.
+    one = WHAT_IF.format(namespace="team-a").replace("count: 3", "count: 1")
+    page = alice.post("/what-if/", {"yaml": one, "count": "1", "nodes": "node-1"})
+    text = page.content.decode()
+    assert 'data-device="gpu-0"' in text and visibility.OTHER_CLAIM in text
+    assert not [token for token in forbidden if token in text]
     job = alice.post(
         "/api/claims/what-if/jobs/",
         {"yaml": WHAT_IF.format(namespace="team-a")},
