@@ -468,3 +468,17 @@ async def test_generic_topics_carry_only_visible_ids(cluster: FakeApiServer) -> 
         await socket.disconnect()
     finally:
         await sync_to_async(connections.close_all)()
+
+
+def test_overview_counts_and_token_api_are_scoped(teams: dict[str, Any]) -> None:
+    """The overview counts alice's pending claims only (an admin counts both teams'); a DRF
+    token of bob's lists bob's claims only."""
+    alice, admin = Client(), Client()
+    alice.force_login(teams["alice"])
+    admin.force_login(User.objects.create_superuser("root", password="root-password-long"))
+    pending = 'id="stat-pending">{}</div>'
+    assert pending.format(1) in alice.get("/").content.decode()
+    assert pending.format(2) in admin.get("/").content.decode()
+    token = Token.objects.create(user=teams["bob"])
+    listed = Client().get("/api/claims/resource-claims/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert sorted(c["name"] for c in listed.json()["results"]) == ["bravo-claim", "bravo-pending"]
