@@ -243,7 +243,8 @@ NOT_MODELLED: tuple[tuple[str, str, str], ...] = (
     (
         "SchedulerPostFilter",
         "DefaultPreemption",
-        "lower-priority pods are never evicted to make room",
+        "only with `preemption: true` (then nominated pods, and the victims' share in spread "
+        "and inter-pod affinity counts, are not modelled)",
     ),
     (
         "SchedulerProfile",
