@@ -405,7 +405,9 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 if not_older_than > store.revision:
                     # The cacher waits ~3 s for its cache to catch up, then asks to retry.
                     raise TooLarge(not_older_than, store.revision)
-            revision, items = store.snapshot(route.rt, namespace=route.namespace, at=at)
+            revision, items = store.snapshot(
+                route.rt, namespace=route.namespace, at=at, after=start
+            )
         except Expired as exc:
             if start is not None:
                 self._send_continue_expired(start)

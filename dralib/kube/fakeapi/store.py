@@ -8,6 +8,7 @@ watch versions expire with 410 Gone once the history no longer reaches back to t
 
 from __future__ import annotations
 
+import bisect
 import copy
 import threading
 import uuid
@@ -83,6 +84,9 @@ class ObjectStore:
         self._history_limit = history_limit
         # Every change with a revision above the floor is still in the history.
         self._floor = first_revision
+        # Per plural, its current keys in order, kept until one is added or removed: paging
+        # through a large list sorted every key again per page (150,000 pods: minutes).
+        self._sorted: dict[str, list[Key]] = {}
 
     @property
     def revision(self) -> int:
@@ -132,6 +136,8 @@ class ObjectStore:
                     metadata["generation"] = old_meta.get("generation", 1) + int(changed)
             metadata["resourceVersion"] = str(self._revision)
             bucket[key] = stored
+            if previous is None:
+                self._sorted.pop(rt.plural, None)
             event = "ADDED" if previous is None else "MODIFIED"
             self._record(Change(self._revision, event, rt.plural, key, stored, previous))
             return copy.deepcopy(stored)
@@ -145,6 +151,7 @@ class ObjectStore:
             if previous is None:
                 where = f" in namespace {namespace!r}" if namespace else ""
                 raise KeyError(f"{rt.kind}/{name}{where} not found")
+            self._sorted.pop(rt.plural, None)
             self._revision += 1
             gone = copy.deepcopy(previous)
             gone["metadata"]["resourceVersion"] = str(self._revision)
@@ -168,6 +175,7 @@ class ObjectStore:
         """Go back to a backup, as an etcd restore does: revisions fall back, history is gone."""
         with self._cond:
             self._objects = copy.deepcopy(backup.objects)
+            self._sorted.clear()
             self._revision = backup.revision
             self._history.clear()
             self._floor = backup.revision
@@ -181,9 +189,15 @@ class ObjectStore:
             return [copy.deepcopy(bucket[k]) for k in sorted(bucket)]
 
     def snapshot(
-        self, rt: ResourceType, *, namespace: str | None, at: int | None
+        self,
+        rt: ResourceType,
+        *,
+        namespace: str | None,
+        at: int | None,
+        after: Key | None = None,
     ) -> tuple[int, list[tuple[Key, Obj]]]:
-        """The objects of one resource (optionally one namespace) as they were at revision `at`.
+        """The objects of one resource (optionally one namespace) as they were at revision `at`,
+        only those whose key sorts after `after` when given (the next page of a list).
 
         Returns the revision the snapshot stands for and the items in key order; the items are
         the stored dicts themselves (stored objects are replaced, never changed), so callers
@@ -191,28 +205,39 @@ class ObjectStore:
         TooLarge when it is in the future.
         """
         with self._cond:
-            current = dict(self._objects.get(rt.plural, {}))
+            current = self._objects.get(rt.plural, {})
             revision = self._revision if at is None else at
             if revision > self._revision:
                 raise TooLarge(revision, self._revision)
             if revision < self._floor:
                 raise Expired(revision, self._floor)
             # Undo the newer changes, newest first, to rebuild the past state.
+            undone = False
             for change in reversed(self._history):
                 if change.revision <= revision:
                     break
                 if change.plural != rt.plural:
                     continue
+                if not undone:
+                    current, undone = dict(current), True
                 if change.previous is None:
                     current.pop(change.key, None)
                 else:
                     current[change.key] = change.previous
+            keys = sorted(current) if undone else self._sorted_keys(rt.plural)
+            first = 0 if after is None else bisect.bisect_right(keys, after)
             items = [
                 (key, current[key])
-                for key in sorted(current)
+                for key in keys[first:]
                 if namespace is None or key[0] == namespace
             ]
             return revision, items
+
+    def _sorted_keys(self, plural: str) -> list[Key]:
+        keys = self._sorted.get(plural)
+        if keys is None:
+            keys = self._sorted[plural] = sorted(self._objects.get(plural, {}))
+        return keys
 
     def get(self, rt: ResourceType, *, namespace: str | None, name: str) -> Obj | None:
         """A copy of one current object, or None."""
