@@ -33,6 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,6 +48,9 @@ from inventory.sync.watch.runner import client_from_settings
 log = logging.getLogger(__name__)
 
 RESOURCE_GROUP = "resource.k8s.io"
+# Reviews of one person sent at once: a few, as the API server's in-flight limit is shared
+# with the watchers (and with everyone else's reviews).
+REVIEWS_IN_FLIGHT = 4
 # A failed review is retried sooner than a good answer expires: the API server may be back.
 FAILURE_SECONDS = 5.0
 # What pages say instead of another namespace's claim or pod.
@@ -131,8 +135,11 @@ def ask_cluster(
 
         if may_list("pods", "", "") and may_list("resourceclaims", RESOURCE_GROUP, ""):
             return EVERYTHING
-        with_pods = [ns for ns in namespaces if may_list("pods", "", ns)]
-        visible = [ns for ns in with_pods if may_list("resourceclaims", RESOURCE_GROUP, ns)]
+        with ThreadPoolExecutor(max_workers=REVIEWS_IN_FLIGHT) as pool:
+            pods = pool.map(lambda ns: may_list("pods", "", ns), namespaces)
+            with_pods = [ns for ns, allowed in zip(namespaces, pods, strict=True) if allowed]
+            claims = pool.map(lambda ns: may_list("resourceclaims", RESOURCE_GROUP, ns), with_pods)
+            visible = [ns for ns, allowed in zip(with_pods, claims, strict=True) if allowed]
         return Visibility(everything=False, namespaces=frozenset(visible))
     except KubeError as exc:
         log.warning("SubjectAccessReview for %s failed: %s", user, exc)
