@@ -32,7 +32,9 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef, Q, Subquery, TextField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -203,21 +205,35 @@ def _with_devices(found: list[tuple[Leak, int]]) -> list[Leak]:
 
 
 def _reservation_leaks() -> Iterable[tuple[Leak, int]]:
-    rows = list(
-        Reservation.objects.filter(resource="pods", api_group="").values_list(
-            "claim_id", "claim__namespace", "claim__name", "name", "consumer_uid"
+    # The database matches each reservation with its pod (by the unique namespace and name) and
+    # returns only those whose pod is gone, another pod, or finished: a few rows instead of
+    # every reservation with an IN list of every pod name (seconds at 5,000 nodes).
+    pod = Pod.objects.filter(namespace=OuterRef("claim__namespace"), name=OuterRef("name"))
+    suspects = (
+        Reservation.objects.filter(resource="pods", api_group="")
+        .annotate(
+            pod_pk=Subquery(pod.values("pk")[:1]),
+            pod_uid=Subquery(pod.values("uid")[:1]),
+            pod_phase=Subquery(pod.values("phase")[:1]),
+        )
+        .filter(
+            Q(pod_pk=None)
+            | (~Q(consumer_uid="") & ~Q(pod_uid=F("consumer_uid")))
+            | Q(pod_phase__in=FINISHED_PHASES)
         )
     )
-    wanted = {(namespace, name) for _, namespace, _, name, _ in rows}
-    pods = {
-        (namespace, name): (pk, uid, phase)
-        for pk, namespace, name, uid, phase in Pod.objects.filter(
-            namespace__in={ns for ns, _ in wanted}, name__in={name for _, name in wanted}
-        ).values_list("pk", "namespace", "name", "uid", "phase")
-    }
-    for claim_id, namespace, claim_name, pod_name, consumer_uid in rows:
-        pod = pods.get((namespace, pod_name))
-        if pod is None or (consumer_uid and pod[1] != consumer_uid):
+    rows = suspects.values_list(
+        "claim_id",
+        "claim__namespace",
+        "claim__name",
+        "name",
+        "consumer_uid",
+        "pod_pk",
+        "pod_uid",
+        "pod_phase",
+    )
+    for claim_id, namespace, claim_name, pod_name, consumer_uid, *pod in rows:
+        if pod[0] is None or (consumer_uid and pod[1] != consumer_uid):
             leak = Leak(
                 kind="reserved-for-missing-pod",
                 namespace=namespace,
@@ -243,9 +259,29 @@ def _reservation_leaks() -> Iterable[tuple[Leak, int]]:
 
 
 def _owner_leaks() -> Iterable[tuple[Leak, int]]:
-    # The owner references alone, extracted by the database, not whole stored objects.
+    # The owner references alone, extracted by the database, not whole stored objects; and only
+    # of the claims whose first owner is not the pod of that name and uid, found by the
+    # database through the pods' unique namespace and name (a claim names its owner pod).
+    pod_uid = Pod.objects.filter(namespace=OuterRef("namespace"), name=OuterRef("owner_pod"))
     owned = list(
-        ResourceClaim.objects.exclude(owner_pod="").values_list(
+        ResourceClaim.objects.exclude(owner_pod="")
+        .annotate(
+            owner_uid=Subquery(pod_uid.values("uid")[:1]),
+            # As plain text: a JSON key's own lookups would compare with JSON values.
+            first_kind=Cast(KT("raw__metadata__ownerReferences__0__kind"), TextField()),
+            first_uid=Cast(KT("raw__metadata__ownerReferences__0__uid"), TextField()),
+        )
+        # Spelled out rather than excluded: a comparison with a missing pod (NULL) is unknown,
+        # and NOT unknown would drop the very claims whose owner is gone.
+        .filter(
+            Q(owner_uid=None)
+            | Q(first_kind=None)
+            | Q(first_uid=None)
+            | ~Q(first_kind="Pod")
+            | ~Q(first_uid=F("owner_uid"))
+            | Q(raw__metadata__ownerReferences__1__isnull=False)
+        )
+        .values_list(
             "pk",
             "namespace",
             "name",

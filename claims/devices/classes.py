@@ -178,11 +178,9 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
     unchanged = {pk for pk, version in versions.items() if known.get(pk) == version}
     kept = previous.outcomes if previous is not None else {}
     current = Device.objects.filter(current=True, slice__classic=False).order_by()
-    # Without outcomes to keep, every device is read with its attributes at once; else the
-    # devices first, then the attributes of those on changed slices.
+    # The devices first, then the attributes of those on changed slices (of all, the first time):
+    # the same two queries whatever changed.
     fields = ("pk", "slice_id", "driver", "pool_name", "name", "allow_multiple_allocations")
-    if previous is None:
-        fields += ("attributes", "capacity")
     keys: dict[DeviceKey, int] = {}
     multiple: set[int] = set()
     outcomes: dict[int, Outcome] = {}
@@ -204,15 +202,10 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
         # Most devices have one of a few outcomes: share them.
         outcomes[pk] = interned.setdefault(outcome, outcome)
 
-    for pk, slice_id, driver, pool_name, name, allow_multiple, *described in current.values_list(
-        *fields
-    ):
+    for pk, slice_id, driver, pool_name, name, allow_multiple in current.values_list(*fields):
         keys[(driver, pool_name, name)] = pk
         if allow_multiple:
             multiple.add(pk)
-        if described:
-            evaluate(pk, (driver, pool_name, name), *described)
-            continue
         outcome = kept.get(pk) if slice_id in unchanged else None
         if outcome is None:
             again.append(pk)
@@ -227,9 +220,10 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
     oldest = min((versions[pk][1] for pk in again_slices if pk in versions), default=None)
     if oldest is not None:
         wanted = set(again)
-        for pk, driver, pool_name, name, attributes, capacity in current.filter(
-            slice__synced_at__gte=oldest
-        ).values_list("pk", "driver", "pool_name", "name", "attributes", "capacity"):
+        changed = current if previous is None else current.filter(slice__synced_at__gte=oldest)
+        for pk, driver, pool_name, name, attributes, capacity in changed.values_list(
+            "pk", "driver", "pool_name", "name", "attributes", "capacity"
+        ):
             if pk in wanted:
                 evaluate(pk, (driver, pool_name, name), attributes, capacity)
     members: dict[str, set[int]] = {

@@ -118,14 +118,15 @@ def test_the_node_page_links_its_pods(db, viewer_client) -> None:
 # Measured: session and user, the page's own queries, one for the claims holding the page's
 # devices and one for the pods they are reserved for (the claim list needs only the second).
 # The node page adds the free units per class (claims.devices.availability): the membership
-# fingerprint and the holds, and three more here because every load changes the slices
-# (class membership: classes and devices; the units: devices).
+# fingerprint and the holds, and six more here because every load changes the slices
+# (class membership: classes, slice versions, devices, the changed devices' attributes; the
+# units: devices and their slices' partition type attribute).
 PAGES = [
     # Each page also reads the sync freshness for its header badge (two queries).
     ("device-list", [], 12),
     ("claim-list", [], 9),
     ("pool-detail", [DRIVER, NODE], 15),
-    ("node-detail", [NODE], 17),
+    ("node-detail", [NODE], 20),
 ]
 
 
