@@ -222,3 +222,16 @@ def test_answers_name_no_object_of_a_hidden_namespace(db: Any) -> None:
     assert hidden["reason"] == f"device gpu-0 is held by {OTHER_CLAIM} and team-a/mine"
     assert hidden["pod"] == OTHER_POD
     assert hide_other_namespaces(answer, EVERYTHING) is answer
+
+
+def test_public_readers_see_capacity_only(db: Any, settings: Any) -> None:
+    """With DASHBOARD_PUBLIC_READ an anonymous reader gets pages and capacity, but no claim:
+    they have no Kubernetes identity to ask about."""
+    settings.PUBLIC_READ = True
+    namespaces()
+    create(claim_object("c-1", namespace="team-a"))
+    client = Client()
+    assert "c-1" not in client.get("/claims/").content.decode()
+    assert client.get("/api/claims/resource-claims/").json()["results"] == []
+    assert client.get("/claims/team-a/c-1/").status_code == 404
+    assert client.get("/api/inventory/availability/").status_code == 200
