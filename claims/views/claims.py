@@ -135,7 +135,9 @@ def claim_list(request: HttpRequest) -> HttpResponse:
         "states": ClaimState.choices,
         "by_state": [(value, label, by_state.get(value, 0)) for value, label in ClaimState.choices],
     }
-    live = ["claims"] if not params["namespace"] else [f"namespace:{params['namespace']}"]
+    # A namespace the person may not see has nothing to follow (its topic would be refused).
+    scoped = params["namespace"] and seen.allows(params["namespace"])
+    live = [f"namespace:{params['namespace']}"] if scoped else ["claims"]
     return render_page(
         request,
         template="claims/claim_list.html",
