@@ -85,6 +85,7 @@ FULL: dict[str, Any] = {
     "features": {"DeviceTaints": True},
     "namespace": "team-a",
     "gang": False,
+    "preemption": True,
 }
 RELEASE: dict[str, Any] = {"yaml": claim_yaml(count=1), "assume": [CHANGES[0]]}
 BASES = {"full": FULL, "release": RELEASE}
