@@ -279,7 +279,7 @@ def _owner_leaks() -> Iterable[tuple[Leak, int]]:
             | Q(first_uid=None)
             | ~Q(first_kind="Pod")
             | ~Q(first_uid=F("owner_uid"))
-            | Q(raw__metadata__ownerReferences__1__isnull=False)
+            | Q(raw__metadata__ownerReferences__1__kind__isnull=False)
         )
         .values_list(
             "pk",
