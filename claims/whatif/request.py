@@ -157,6 +157,17 @@ def _assumed_namespaces(request: Mapping[str, Any]) -> set[str]:
     return found
 
 
+def _refuse_hidden(asked: set[str], seen: Visibility) -> None:
+    hidden = sorted(ns for ns in asked if not seen.allows(ns))
+    if hidden:
+        # Naming the person's own namespaces says nothing of anyone else's.
+        yours = ", ".join(sorted(seen.namespaces)) or "none"
+        raise WhatIfError(
+            "namespace",
+            f"namespace {hidden[0]!r} is not one you may list pods and claims in (yours: {yours})",
+        )
+
+
 def check_namespaces(request: Mapping[str, Any], seen: Visibility) -> None:
     """Refuse, before anything runs, a question in a namespace the person may not see: the
     objects it names, its default namespace when one of them names none, its assumptions.
@@ -176,11 +187,7 @@ def check_namespaces(request: Mapping[str, Any], seen: Visibility) -> None:
     asked = {ns for ns in named if ns} | _assumed_namespaces(request)
     if not named or None in named:
         asked.add(str(request.get("namespace") or DEFAULT_NAMESPACE))
-    hidden = sorted(ns for ns in asked if not seen.allows(ns))
-    if hidden:
-        raise WhatIfError(
-            "namespace", f"namespace {hidden[0]!r} is not one you may list pods and claims in"
-        )
+    _refuse_hidden(asked, seen)
 
 
 def question_namespaces(answer: Mapping[str, Any], request: Mapping[str, Any]) -> set[str]:
@@ -197,9 +204,5 @@ def answer_for(answer: JSON, request: Mapping[str, Any], seen: Visibility) -> JS
     """The answer as a person who sees `seen` may read it. A question in a namespace they may
     not see is refused (its quota and claims are that namespace's), the same whatever that
     namespace holds; other namespaces' claims and pods in the answer are named by place only."""
-    hidden = sorted(ns for ns in question_namespaces(answer, request) if not seen.allows(ns))
-    if hidden:
-        raise WhatIfError(
-            "namespace", f"namespace {hidden[0]!r} is not one you may list pods and claims in"
-        )
+    _refuse_hidden(question_namespaces(answer, request), seen)
     return hide_other_namespaces(answer, seen)

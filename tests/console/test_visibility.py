@@ -389,7 +389,9 @@ def test_what_if_answers_and_jobs_stay_in_their_namespaces(teams: dict[str, Any]
         {"yaml": WHAT_IF.format(namespace="team-a").replace(", namespace: team-a", "")},
         content_type="application/json",
     )
-    assert unnamed.json()["detail"].startswith("namespace 'default'")
+    assert unnamed.json()["detail"] == (
+        "namespace 'default' is not one you may list pods and claims in (yours: team-a)"
+    )
     page = alice.post("/what-if/", {"yaml": WHAT_IF.format(namespace="team-a"), "count": "1"})
     assert page.status_code == 200
     assert not [token for token in forbidden if token in page.content.decode()]
