@@ -265,23 +265,51 @@ def _namespaces_in(value: Any, depth: int) -> set[str]:
     return set()
 
 
+# Inside another namespace's object only these strings are kept: where and what it holds,
+# never what it or its pods are called.
+_PLACE_KEYS = frozenset({"request", "device", "driver", "pool", "stage", "kind", "resource"})
+
+
 def _hide(value: Any, seen: Visibility, pattern: re.Pattern[str], *, key: str, depth: int) -> Any:
     other = OTHER_POD if key in _POD_KEYS else OTHER_CLAIM
     if isinstance(value, str):
         return pattern.sub(other, value)
     if depth > 64:
-        return value
+        return None  # deeper than any answer: dropped rather than shown unread
     if isinstance(value, list):
         return [_hide(item, seen, pattern, key=key, depth=depth + 1) for item in value]
     if not isinstance(value, dict):
         return value
     namespace = value.get("namespace")
     if isinstance(namespace, str) and namespace and not seen.allows(namespace):
-        # Another namespace's object: that it exists is said, not what it is called.
-        kept = {k: v for k, v in value.items() if k not in ("namespace", "name", "uid")}
-        kept = {k: _hide(v, seen, pattern, key=k, depth=depth + 1) for k, v in kept.items()}
-        return {**kept, "namespace": "", "name": other, "hidden": True}
+        return _placed(value, key=key, depth=depth)
     return {k: _hide(v, seen, pattern, key=k, depth=depth + 1) for k, v in value.items()}
+
+
+def _placed(value: dict[str, Any], *, key: str, depth: int) -> dict[str, Any]:
+    """Another namespace's object: that it exists is said, and where, not what it is called."""
+    kept = {k: _place_only(v, key=k, depth=depth + 1) for k, v in value.items()}
+    kept = {k: v for k, v in kept.items() if v is not None and k not in ("name", "uid")}
+    other = OTHER_POD if key in _POD_KEYS else OTHER_CLAIM
+    return {**kept, "namespace": "", "name": other, "hidden": True}
+
+
+def _place_only(value: Any, *, key: str, depth: int) -> Any:
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, str):
+        return value if key in _PLACE_KEYS else None
+    if depth > 64:
+        return None
+    if isinstance(value, list):
+        items = [_place_only(item, key=key, depth=depth + 1) for item in value]
+        return [item for item in items if item is not None]
+    if isinstance(value, dict):
+        if "namespace" in value:
+            return _placed(value, key=key, depth=depth)
+        found = {k: _place_only(v, key=k, depth=depth + 1) for k, v in value.items()}
+        return {k: v for k, v in found.items() if v is not None}
+    return None
 
 
 def sharing_key(request: Any) -> str:

@@ -203,7 +203,14 @@ def test_answers_name_no_object_of_a_hidden_namespace(db: Any) -> None:
     seen = Visibility(everything=False, namespaces=frozenset({"team-a"}))
     answer = {
         "holders": [
-            {"namespace": "team-b", "name": "secret-claim", "pods": ["x"], "devices": 2},
+            {
+                "namespace": "team-b",
+                "name": "secret-claim",
+                "pods": ["secret-pod-by-name", {"namespace": "team-b", "name": "secret-p"}],
+                "devices": 2,
+                "request": "gpu",
+                "note": "team-b's secret",
+            },
             {"namespace": "team-a", "name": "mine"},
         ],
         "reason": "device gpu-0 is held by team-b/secret-claim and team-a/mine",
@@ -212,8 +219,9 @@ def test_answers_name_no_object_of_a_hidden_namespace(db: Any) -> None:
     hidden = hide_other_namespaces(answer, seen)
     assert "secret" not in repr(hidden) and "team-b" not in repr(hidden)
     assert hidden["holders"][0] == {
-        "pods": ["x"],
+        "pods": [{"namespace": "", "name": OTHER_POD, "hidden": True}],
         "devices": 2,
+        "request": "gpu",
         "namespace": "",
         "name": OTHER_CLAIM,
         "hidden": True,
