@@ -36,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, Min, OuterRef, Subquery
+from django.db.models import Count, Exists, F, OuterRef
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -397,18 +397,19 @@ def per_pool_families() -> list[Metric]:
 def claim_metrics(now: datetime) -> list[Metric]:
     """Pending claims per namespace, and the age and name of the oldest one."""
 
-    oldest_name = (
-        ResourceClaim.objects.filter(state=ClaimState.PENDING, namespace=OuterRef("namespace"))
-        .order_by(F("created_at").asc(nulls_last=True), "name")
-        .values("name")[:1]
-    )
+    # One read of the pending claims in namespace and age order (pending claims are few beside
+    # the cluster's): a subquery per namespace for the oldest name cost half a second at 5,000
+    # nodes on SQLite.
     rows = (
         ResourceClaim.objects.filter(state=ClaimState.PENDING)
-        .order_by()
-        .values("namespace")
-        .annotate(pending=Count("pk"), oldest=Min("created_at"), oldest_claim=Subquery(oldest_name))
-        .order_by("namespace")
+        .order_by("namespace", F("created_at").asc(nulls_last=True), "name")
+        .values_list("namespace", "name", "created_at")
     )
+    counts: dict[str, int] = {}
+    oldest_of: dict[str, tuple[str, datetime | None]] = {}
+    for namespace, name, created in rows:
+        counts[namespace] = counts.get(namespace, 0) + 1
+        oldest_of.setdefault(namespace, (name, created))
     pending = _gauge("pending_claims", "ResourceClaims not allocated yet.", ("namespace",))
     oldest = _gauge(
         "pending_claim_oldest_age_seconds",
@@ -416,11 +417,12 @@ def claim_metrics(now: datetime) -> list[Metric]:
         "`claim` names it.",
         ("namespace", "claim"),
     )
-    for row in rows:
-        pending.add_metric([row["namespace"]], row["pending"])
-        if row["oldest"] is not None:
-            age = max((now - row["oldest"]).total_seconds(), 0)
-            oldest.add_metric([row["namespace"], row["oldest_claim"] or ""], age)
+    for namespace, count in counts.items():
+        pending.add_metric([namespace], count)
+        name, created = oldest_of[namespace]
+        if created is not None:
+            age = max((now - created).total_seconds(), 0)
+            oldest.add_metric([namespace, name], age)
     return [pending, oldest]
 
 
