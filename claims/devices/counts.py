@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from functools import reduce
 from operator import or_
+from typing import Any
 
 from django.db.models import (
     BooleanField,
@@ -198,9 +199,22 @@ def _count_blocked(
         .values("pool_id", "driver", "pool_name", "spelling")
         .annotate(n=Count("pk"))
     )
+    # Pools of one model in the same state (one whole GPU held, say) ask the same question:
+    # whether a spelling exceeds what is left is decided once per (what is left, spelling).
+    signatures: dict[int, frozenset[Any]] = {}
+    verdicts: dict[tuple[frozenset[Any], str], bool] = {}
     for row in groups:
         free = row["n"] - taken.get((row["pool_id"], row["spelling"]), 0)
-        if free and _exceeds(available[row["pool_id"]], row["spelling"]):
+        if not free:
+            continue
+        pool_id, spelling = row["pool_id"], row["spelling"]
+        signature = signatures.get(pool_id)
+        if signature is None:
+            signature = signatures[pool_id] = frozenset(available[pool_id].items())
+        exceeded = verdicts.get((signature, spelling))
+        if exceeded is None:
+            exceeded = verdicts[(signature, spelling)] = _exceeds(available[pool_id], spelling)
+        if exceeded:
             counts[(row["driver"], row["pool_name"])]["blocked"] += free
 
 
