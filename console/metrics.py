@@ -28,15 +28,13 @@ import logging
 import math
 import re
 import time
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, OuterRef
+from django.db.models import Count, F
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -44,7 +42,6 @@ from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
-    GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
@@ -59,67 +56,16 @@ from claims.devices.classes import (
     class_utilisation,
     held_and_tainted,
 )
-from claims.devices.counts import pool_device_counts
-from claims.devices.poolstatus import PoolStatusFilter, pool_statuses
 from claims.leaks import KINDS as LEAK_KINDS
 from claims.leaks import find_leaks
-from claims.models import AllocatedDevice, ResourceClaim
+from claims.models import ResourceClaim
+from console.gauges import PREFIX, gauge
+from console.pool_metrics import per_pool_families
 from dashboard.timings import WHATIF_BUCKETS, whatif_snapshot
-from dralib.allocator.quantity import exact_amount
-from inventory.models import CounterSet, Device, SkippedObject, SyncState
+from inventory.models import SkippedObject, SyncState
 from inventory.visibility import Visibility, visibility_of_user
 
 log = logging.getLogger(__name__)
-
-PREFIX = "dra_dashboard_"
-
-
-def _gauge(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(PREFIX + name, documentation, labels=list(labels))
-
-
-class _Quantities:
-    """Parses quantities exactly; malformed ones are left out and reported once per scrape."""
-
-    def __init__(self) -> None:
-        self.bad: list[str] = []
-
-    def parse(self, text: Any, *, where: str) -> Fraction | None:
-        value = exact_amount(str(text))
-        if value is None:
-            self.bad.append(f"{where}: {text!r}")
-        return value
-
-    def report(self, metric: str) -> None:
-        if self.bad:
-            examples = "; ".join(self.bad[:3])
-            log.warning(
-                "metrics %s: %d bad quantities left out (%s)", metric, len(self.bad), examples
-            )
-
-
-def device_metrics() -> list[Metric]:
-    """Devices per pool and driver by state."""
-
-    # The same counts the overview and the pool pages show: one definition of "allocated".
-    rows = sorted(pool_device_counts(refine=False).items())
-    labels = ("driver", "pool")
-    total = _gauge("devices", "Devices of the current pool generation.", labels)
-    allocated = _gauge(
-        "devices_allocated", "Devices held by a (non admin-access) allocation.", labels
-    )
-    free = _gauge("devices_free", "Devices neither allocated nor tainted.", labels)
-    tainted = _gauge(
-        "devices_tainted", "Devices not allocated but tainted (NoSchedule/NoExecute).", labels
-    )
-    for (driver, pool_name), row in rows:
-        key = [driver, pool_name]
-        total.add_metric(key, row["total"])
-        allocated.add_metric(key, row["allocated"])
-        tainted.add_metric(key, row["tainted"])
-        free.add_metric(key, row["free"])
-    return [total, allocated, free, tainted]
-
 
 CLASS_STATES = ("total", "allocated", "tainted", "blocked", "free")
 
@@ -134,7 +80,7 @@ def class_metrics(membership: ClassMembership, holds: Holds, available: list[dic
     counters, so `free` here and `class_units` never disagree on what a claim could get. A class
     whose selectors do not compile is left out.
     """
-    by_class = _gauge(
+    by_class = gauge(
         "class_devices",
         "Devices per DeviceClass (every selector matches, as the scheduler decides) and state: "
         "total, allocated, tainted (not allocated, tainted NoSchedule/NoExecute), blocked (not "
@@ -175,7 +121,7 @@ def class_metrics(membership: ClassMembership, holds: Holds, available: list[dic
     for names, count in rows:
         for name in set(names or ()):
             pending[str(name)] = pending.get(str(name), 0) + count
-    pending_family = _gauge(
+    pending_family = gauge(
         "class_pending_claims",
         "Pending ResourceClaims naming the DeviceClass in a request or a firstAvailable "
         "alternative (a claim naming two classes counts for both). Every DeviceClass has a "
@@ -190,7 +136,7 @@ def class_metrics(membership: ClassMembership, holds: Holds, available: list[dic
 def availability_metrics(available: list[dict]) -> list[Metric]:
     """Physical units and partitions per DeviceClass: the numbers of GET
     /api/inventory/availability/ (claims.devices.availability), one definition of free."""
-    units = _gauge(
+    units = gauge(
         "class_units",
         "Physical units per DeviceClass: a device, or the counter set partitions share (one "
         "GPU, however it is partitioned). state is total, or free (a new claim of the class "
@@ -198,7 +144,7 @@ def availability_metrics(available: list[dict]) -> list[Metric]:
         "Classes whose selectors do not compile are left out.",
         ("device_class", "state"),
     )
-    partitions = _gauge(
+    partitions = gauge(
         "class_partitions",
         "Partitions (devices that take part of a counter set) per DeviceClass and profile; "
         "state is total or free. Never part of class_units.",
@@ -226,50 +172,10 @@ def class_families() -> list[Metric]:
     return [*class_metrics(membership, holds, available), *availability_metrics(available)]
 
 
-def pool_status_metrics() -> list[Metric]:
-    """The numbers of GET /api/inventory/pool-status/ (upstream's PoolStatus) for every pool."""
-    _, statuses = pool_statuses(PoolStatusFilter(), limit=None)
-    devices = _gauge(
-        "pool_status_devices",
-        "PoolStatus device counts: state is total, allocated, available or unavailable "
-        "(not allocated but tainted, blocked or unhealthy). Unset for pools with a "
-        "validation error.",
-        ("driver", "pool", "state"),
-    )
-    invalid = _gauge(
-        "pool_status_validation_error",
-        "1 when the pool has a PoolStatus validationError (its newest generation is incomplete).",
-        ("driver", "pool"),
-    )
-    partitions = _gauge(
-        "pool_status_partition_devices",
-        "PoolStatus partitionSummary: devices per partition type (state total) and how many "
-        "more fit the shared counters left (state allocatable).",
-        ("driver", "pool", "attribute", "type", "state"),
-    )
-    fields = (
-        ("total", "totalDevices"),
-        ("allocated", "allocatedDevices"),
-        ("available", "availableDevices"),
-        ("unavailable", "unavailableDevices"),
-    )
-    for entry in statuses:
-        key = [entry["driver"], entry["poolName"]]
-        invalid.add_metric(key, 1 if "validationError" in entry else 0)
-        for state, field in fields:
-            if field in entry:
-                devices.add_metric([*key, state], entry[field])
-        for summary in entry.get("partitionSummary", []):
-            labels = [*key, summary["attribute"], summary["type"]]
-            partitions.add_metric([*labels, "total"], summary["total"])
-            partitions.add_metric([*labels, "allocatable"], summary["allocatable"])
-    return [devices, invalid, partitions]
-
-
 def leak_metrics(now: datetime) -> list[Metric]:
     """Leaked allocations per kind (see claims.leaks), and the oldest known age per kind."""
-    count = _gauge("leaks", "Claims holding devices for nobody, per leak kind.", ("kind",))
-    oldest = _gauge(
+    count = gauge("leaks", "Claims holding devices for nobody, per leak kind.", ("kind",))
+    oldest = gauge(
         "leak_oldest_age_seconds",
         "Age of the oldest leak of each kind whose start is known (absent when none is).",
         ("kind",),
@@ -285,113 +191,6 @@ def leak_metrics(now: datetime) -> list[Metric]:
         if kind in ages:
             oldest.add_metric([kind], ages[kind])
     return [count, oldest]
-
-
-def counter_metrics() -> list[Metric]:
-    """sharedCounters of current slices per pool and counter: capacity, and what allocated
-    devices consume of it (summed over the pool's counter sets, to keep one series per counter).
-    """
-
-    quantities = _Quantities()
-    labels = ("driver", "pool", "counter")
-    capacity: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
-    consumed: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
-    sets = CounterSet.objects.filter(slice__current=True).values_list(
-        "pool__driver", "pool__name", "name", "counters"
-    )
-    for driver, pool, set_name, counters in sets:
-        for counter, amount in (counters or {}).items():
-            value = quantities.parse(
-                (amount or {}).get("value", "0"), where=f"{driver}/{pool}/{set_name}"
-            )
-            if value is not None:
-                capacity[(driver, pool, str(counter))] += value
-    held = AllocatedDevice.objects.filter(
-        driver=OuterRef("driver"),
-        pool=OuterRef("pool_name"),
-        device=OuterRef("name"),
-        admin_access=False,
-    )
-    consumers = (
-        Device.objects.filter(Exists(held), current=True)
-        .exclude(consumes_counters=[])
-        .values_list("driver", "pool_name", "name", "consumes_counters")
-    )
-    for driver, pool, name, consumes in consumers:
-        for entry in consumes or []:
-            for counter, amount in (entry.get("counters") or {}).items():
-                value = quantities.parse(
-                    (amount or {}).get("value", "0"), where=f"{driver}/{pool}/{name}"
-                )
-                if value is not None:
-                    consumed[(driver, pool, str(counter))] += value
-    capacity_family = _gauge(
-        "counter_capacity", "sharedCounters capacity, summed over a pool's counter sets.", labels
-    )
-    consumed_family = _gauge(
-        "counter_consumed",
-        "Counter amount consumed by allocated devices (consumesCounters), per pool.",
-        labels,
-    )
-    for key in sorted(capacity):
-        capacity_family.add_metric(list(key), float(capacity[key]))
-        consumed_family.add_metric(list(key), float(consumed.get(key, Fraction(0))))
-    quantities.report("counters")
-    return [capacity_family, consumed_family]
-
-
-def capacity_metrics() -> list[Metric]:
-    """Consumable capacity of devices that allow multiple allocations, summed per pool and name.
-
-    Consumed is the sum of `consumedCapacity` over the (non admin-access) allocations of those
-    devices; exclusively allocated devices are counted by `devices_allocated` instead.
-    """
-
-    quantities = _Quantities()
-    labels = ("driver", "pool", "capacity")
-    capacity: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
-    consumed: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
-    shared: set[tuple[str, str, str]] = set()
-    devices = Device.objects.filter(current=True, allow_multiple_allocations=True).values_list(
-        "driver", "pool_name", "name", "capacity"
-    )
-    for driver, pool, name, device_capacity in devices:
-        shared.add((driver, pool, name))
-        for capacity_name, spec in (device_capacity or {}).items():
-            value = quantities.parse(
-                (spec or {}).get("value", "0"), where=f"{driver}/{pool}/{name}"
-            )
-            if value is not None:
-                capacity[(driver, pool, str(capacity_name))] += value
-    allocations = (
-        AllocatedDevice.objects.filter(admin_access=False)
-        .exclude(consumed_capacity={})
-        .values_list("driver", "pool", "device", "consumed_capacity")
-    )
-    for driver, pool, device, amounts in allocations:
-        if (driver, pool, device) not in shared:
-            continue
-        for capacity_name, amount in (amounts or {}).items():
-            value = quantities.parse(amount, where=f"{driver}/{pool}/{device}")
-            if value is not None:
-                consumed[(driver, pool, str(capacity_name))] += value
-    capacity_family = _gauge(
-        "capacity", "Consumable capacity of devices allowing multiple allocations.", labels
-    )
-    consumed_family = _gauge(
-        "capacity_consumed", "consumedCapacity of allocations on those devices.", labels
-    )
-    for key in sorted(capacity):
-        capacity_family.add_metric(list(key), float(capacity[key]))
-        consumed_family.add_metric(list(key), float(consumed.get(key, Fraction(0))))
-    quantities.report("capacity")
-    return [capacity_family, consumed_family]
-
-
-def per_pool_families() -> list[Metric]:
-    """Every per-pool series (DASHBOARD_METRICS_PER_POOL): devices, pool status, counters and
-    consumable capacity."""
-    return [*device_metrics(), *pool_status_metrics(), *counter_metrics(), *capacity_metrics()]
 
 
 def claim_metrics(now: datetime) -> list[Metric]:
@@ -410,8 +209,8 @@ def claim_metrics(now: datetime) -> list[Metric]:
     for namespace, name, created in rows:
         counts[namespace] = counts.get(namespace, 0) + 1
         oldest_of.setdefault(namespace, (name, created))
-    pending = _gauge("pending_claims", "ResourceClaims not allocated yet.", ("namespace",))
-    oldest = _gauge(
+    pending = gauge("pending_claims", "ResourceClaims not allocated yet.", ("namespace",))
+    oldest = gauge(
         "pending_claim_oldest_age_seconds",
         "Age of the oldest pending ResourceClaim of the namespace (from creationTimestamp); "
         "`claim` names it.",
@@ -436,31 +235,31 @@ def sync_metrics(now: datetime) -> list[Metric]:
         .values_list("kind", "n")
     )
     labels = ("kind",)
-    event_age = _gauge(
+    event_age = gauge(
         "sync_last_event_age_seconds", "Seconds since the last watch event was applied.", labels
     )
-    heartbeat_age = _gauge(
+    heartbeat_age = gauge(
         "sync_heartbeat_age_seconds", "Seconds since the kind's watcher last reported.", labels
     )
-    rate = _gauge("sync_events_per_second", "Watch events per second (recent window).", labels)
+    rate = gauge("sync_events_per_second", "Watch events per second (recent window).", labels)
     events = CounterMetricFamily(
         PREFIX + "sync_events",
         "Watch events applied since the kind was first synced.",
         labels=labels,
     )
-    objects = _gauge("sync_objects", "Objects of the kind stored.", labels)
-    skipped = _gauge("sync_skipped_objects", "Objects that failed to normalize, skipped.", labels)
-    served = _gauge("sync_served", "1 when the API server serves the kind, else 0.", labels)
-    failing = _gauge(
+    objects = gauge("sync_objects", "Objects of the kind stored.", labels)
+    skipped = gauge("sync_skipped_objects", "Objects that failed to normalize, skipped.", labels)
+    served = gauge("sync_served", "1 when the API server serves the kind, else 0.", labels)
+    failing = gauge(
         "sync_error", "1 when a served kind's last attempt failed (never for not served).", labels
     )
-    stale = _gauge(
+    stale = gauge(
         "sync_stale",
         "1 when the stored objects may differ from the cluster: cursor not valid for it, or not "
         "verified by a list or cursor check recently.",
         labels,
     )
-    verified_age = _gauge(
+    verified_age = gauge(
         "sync_verified_age_seconds",
         "Seconds since the server last confirmed the kind's data (list or cursor check).",
         labels,
@@ -542,7 +341,7 @@ class DashboardCollector(Collector):
                 *sync_metrics(now),
             ]
         families.extend(whatif_metrics())
-        duration = _gauge("scrape_duration_seconds", "Time this scrape spent computing.", ())
+        duration = gauge("scrape_duration_seconds", "Time this scrape spent computing.", ())
         duration.add_metric([], time.perf_counter() - started)
         families.append(duration)
         yield from families
