@@ -405,9 +405,15 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 if not_older_than > store.revision:
                     # The cacher waits ~3 s for its cache to catch up, then asks to retry.
                     raise TooLarge(not_older_than, store.revision)
-            revision, items = store.snapshot(
-                route.rt, namespace=route.namespace, at=at, after=start
-            )
+            # A page of an unfiltered list across namespaces is cut from the store's key order;
+            # anything else is filtered from the whole snapshot.
+            paged = bool(limit) and route.namespace is None and not _filtered(query)
+            if paged:
+                revision, page, remaining = store.page(route.rt, at=at, after=start, limit=limit)
+            else:
+                revision, items = store.snapshot(
+                    route.rt, namespace=route.namespace, at=at, after=start
+                )
         except Expired as exc:
             if start is not None:
                 self._send_continue_expired(start)
@@ -418,13 +424,15 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             retry = 1 if not_older_than else 0
             self._send_too_large(exc, retry_after=retry)
             return
-        selected = [(k, o) for k, o in items if matches(o) and (start is None or k > start)]
-        page = selected[:limit] if limit else selected
+        if not paged:
+            selected = [(k, o) for k, o in items if matches(o) and (start is None or k > start)]
+            page = selected[:limit] if limit else selected
+            remaining = len(selected) - len(page)
         metadata: dict[str, Any] = {"resourceVersion": str(revision)}
-        if limit and len(selected) > limit:
+        if limit and remaining > 0:
             metadata["continue"] = encode_continue(revision, page[-1][0])
-            if not query.get("labelSelector") and not query.get("fieldSelector"):
-                metadata["remainingItemCount"] = len(selected) - limit
+            if not _filtered(query):
+                metadata["remainingItemCount"] = remaining
         body = {
             "kind": f"{route.rt.kind}List",
             "apiVersion": route.group_version,
@@ -692,6 +700,10 @@ def _dumps(body: dict[str, Any]) -> bytes:
 
 def _line(event: dict[str, Any]) -> bytes:
     return _dumps(event) + b"\n"
+
+
+def _filtered(query: dict[str, str]) -> bool:
+    return bool(query.get("labelSelector") or query.get("fieldSelector"))
 
 
 def _selector(query: dict[str, str]) -> Predicate:

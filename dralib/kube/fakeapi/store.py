@@ -205,26 +205,7 @@ class ObjectStore:
         TooLarge when it is in the future.
         """
         with self._cond:
-            current = self._objects.get(rt.plural, {})
-            revision = self._revision if at is None else at
-            if revision > self._revision:
-                raise TooLarge(revision, self._revision)
-            if revision < self._floor:
-                raise Expired(revision, self._floor)
-            # Undo the newer changes, newest first, to rebuild the past state.
-            undone = False
-            for change in reversed(self._history):
-                if change.revision <= revision:
-                    break
-                if change.plural != rt.plural:
-                    continue
-                if not undone:
-                    current, undone = dict(current), True
-                if change.previous is None:
-                    current.pop(change.key, None)
-                else:
-                    current[change.key] = change.previous
-            keys = sorted(current) if undone else self._sorted_keys(rt.plural)
+            revision, current, keys = self._state(rt, at)
             first = 0 if after is None else bisect.bisect_right(keys, after)
             items = [
                 (key, current[key])
@@ -232,6 +213,41 @@ class ObjectStore:
                 if namespace is None or key[0] == namespace
             ]
             return revision, items
+
+    def page(
+        self, rt: ResourceType, *, at: int | None, after: Key | None, limit: int
+    ) -> tuple[int, list[tuple[Key, Obj]], int]:
+        """Up to `limit` objects of one resource across namespaces after `after`, as at `at`,
+        and how many more there are: one page without building the rest of the list."""
+        with self._cond:
+            revision, current, keys = self._state(rt, at)
+            first = 0 if after is None else bisect.bisect_right(keys, after)
+            chosen = keys[first : first + limit]
+            remaining = max(0, len(keys) - first - len(chosen))
+            return revision, [(key, current[key]) for key in chosen], remaining
+
+    def _state(self, rt: ResourceType, at: int | None) -> tuple[int, dict[Key, Obj], list[Key]]:
+        """(revision, objects by key, keys in order) of one resource at `at`; hold the lock."""
+        current = self._objects.get(rt.plural, {})
+        revision = self._revision if at is None else at
+        if revision > self._revision:
+            raise TooLarge(revision, self._revision)
+        if revision < self._floor:
+            raise Expired(revision, self._floor)
+        # Undo the newer changes, newest first, to rebuild the past state.
+        undone = False
+        for change in reversed(self._history):
+            if change.revision <= revision:
+                break
+            if change.plural != rt.plural:
+                continue
+            if not undone:
+                current, undone = dict(current), True
+            if change.previous is None:
+                current.pop(change.key, None)
+            else:
+                current[change.key] = change.previous
+        return revision, current, sorted(current) if undone else self._sorted_keys(rt.plural)
 
     def _sorted_keys(self, plural: str) -> list[Key]:
         keys = self._sorted.get(plural)

@@ -47,3 +47,15 @@ def test_a_past_revision_is_rebuilt_after_keys_changed() -> None:
     _, now = store.snapshot(PODS, namespace=None, at=None)
     assert names(now) == ["p0", "p1", "p3", "p4", "p5"]
     assert names(before) == ["p1", "p2", "p3", "p4", "p5"]
+
+
+def test_a_page_is_cut_without_the_rest_of_the_list() -> None:
+    """`page` gives `limit` items after the key and counts the rest, as the whole list would."""
+    store = ObjectStore()
+    for index in range(10):
+        store.apply(pod(f"p{index}", namespace=f"ns-{index % 3}"))
+    revision, everything = store.snapshot(PODS, namespace=None, at=None)
+    _, page, remaining = store.page(PODS, at=revision, after=everything[2][0], limit=4)
+    assert page == everything[3:7] and remaining == 3
+    _, last, remaining = store.page(PODS, at=None, after=everything[7][0], limit=4)
+    assert last == everything[8:] and remaining == 0
