@@ -90,7 +90,10 @@ def overview_context(seen: Visibility = EVERYTHING) -> dict[str, Any]:
     """Everything the overview template shows, in a fixed number of queries; pending claims
     only of the namespaces `seen` allows (capacity is the same for everyone)."""
 
-    drivers = driver_utilisation()
+    # One read of the class membership and the holds for the device, class and unit counts.
+    membership = class_membership()
+    holds = held_and_tainted(membership)
+    drivers = driver_utilisation(holds=holds)
     totals = dict.fromkeys(COUNT_KEYS, 0)
     rows = []
     for driver, counts in sorted(drivers.items()):
@@ -100,9 +103,6 @@ def overview_context(seen: Visibility = EVERYTHING) -> dict[str, Any]:
     totals["available"] = available_count(totals)
     totals["unavailable"] = totals["tainted"] + totals["blocked"]
     nodes = Node.objects.aggregate(total=Count("pk"), ready=Count("pk", filter=Q(ready=True)))
-    # One read of the class membership and the holds for both the device and the unit counts.
-    membership = class_membership()
-    holds = held_and_tainted(membership)
     classes = class_counts(membership=membership, holds=holds)
     availability = availability_rows(membership=membership, holds=holds)
     # The first ten rows and the count of all in one query: a window count runs before LIMIT.

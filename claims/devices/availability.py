@@ -55,8 +55,7 @@ from django.db.models import (
 from django.db.models.functions import Cast
 
 from claims.devices.classes import ClassMembership, Holds, class_membership, held_and_tainted
-from claims.devices.poolstatus import _attribute_value
-from claims.devices.states import _consumption, _exceeds, _pool_counters
+from claims.devices.states import _attribute_value, _consumption, _exceeds, _pool_counters
 from inventory.models import Device, ResourceSlice
 
 __all__ = [
@@ -70,6 +69,7 @@ __all__ = [
     "counter_set_units",
     "device_availability",
     "forget_units",
+    "overdrawn_consumers",
     "unit_counts",
     "unit_index",
     "warm_units",
@@ -426,6 +426,12 @@ class _Live:
 def _blocked(index: UnitIndex, held: Iterable[int]) -> set[int]:
     """Consumers the counters their pool has left cannot cover (upstream's check: every counter
     of the pool, so one overdrawn counter blocks them all), and those that never fit."""
+    return set(index.never_fits) | overdrawn_consumers(index, held)
+
+
+def overdrawn_consumers(index: UnitIndex, held: Iterable[int]) -> set[int]:
+    """Consumers of the pools with a held consumer that the counters left after the holders
+    cannot cover (held ones included); pools nothing draws on are not looked at."""
     left: dict[int, Counters] = {}
     for pk in held:
         entry = index.spellings.get(pk)
@@ -438,10 +444,17 @@ def _blocked(index: UnitIndex, held: Iterable[int]) -> set[int]:
         for key, value in _consumption(spelling).items():
             if key in counters:  # upstream skips counters its pool does not declare
                 counters[key] -= value
-    blocked = set(index.never_fits)
+    blocked: set[int] = set()
+    # Pools of one model in the same state ask the same questions: each (counters left,
+    # spelling) is decided once.
+    verdicts: dict[tuple[frozenset[Any], str], bool] = {}
     for pool_id, counters in left.items():
+        signature = frozenset(counters.items())
         for spelling, pks in index.consumers.get(pool_id, {}).items():
-            if _exceeds(counters, spelling):
+            exceeded = verdicts.get((signature, spelling))
+            if exceeded is None:
+                exceeded = verdicts[(signature, spelling)] = _exceeds(counters, spelling)
+            if exceeded:
                 blocked.update(pks)
     return blocked
 

@@ -7,7 +7,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from functools import reduce
 from operator import or_
-from typing import Any
 
 from django.db.models import (
     BooleanField,
@@ -20,18 +19,17 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
-    TextField,
     Value,
     When,
 )
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Coalesce
 
+from claims.devices.availability import overdrawn_consumers, unit_index
+from claims.devices.classes import Holds, class_membership, held_and_tainted
 from claims.devices.health import reported_unhealthy_keys
 from claims.devices.states import (
     _allocations,
-    _available_counters,
     _effective_rules,
-    _exceeds,
     _no_execute,
     _not_ready,
     _rule_match,
@@ -86,7 +84,7 @@ MAX_POOLS_NAMED = 50
 
 
 def pool_device_counts(
-    pools: QuerySet[Pool] | None = None, *, refine: bool = True
+    pools: QuerySet[Pool] | None = None, *, refine: bool = True, holds: Holds | None = None
 ) -> dict[tuple[str, str], dict[str, int]]:
     """Device counts of the current generation per (driver, pool): the one place that says
     what is allocated, tainted, blocked and unhealthy in aggregate (overview, metrics, samples).
@@ -97,7 +95,8 @@ def pool_device_counts(
     not admin, its counters exhausted) are parts of free; unhealthy overlaps the others.
     Grouped queries counted from the allocation side, so the number of queries and the per-row
     work stay flat as devices grow. `refine=False` leaves blocked and unhealthy at 0 (and saves
-    their five queries) for callers that do not report them.
+    their queries) for callers that do not report them; a caller that read the `holds`
+    (claims.devices.classes.held_and_tainted) for other counts passes them.
     """
 
     current = Device.objects.filter(current=True)
@@ -164,58 +163,32 @@ def pool_device_counts(
         entry["free"] = entry["total"] - entry["allocated"] - entry["tainted"]
     if not refine:
         return dict(counts)
-    _count_blocked(counts, devices=devices, tainted=tainted)
+    _count_blocked(counts, chosen=chosen, holds=holds)
     for driver, pool_name, _ in _unhealthy_keys(devices, rules=rules):
         counts[(driver, pool_name)]["unhealthy"] += 1
     return dict(counts)
 
 
 def _count_blocked(
-    counts: dict[tuple[str, str], dict[str, int]], *, devices: QuerySet[Device], tainted: Q
+    counts: dict[tuple[str, str], dict[str, int]],
+    *,
+    chosen: set[tuple[str, str]] | None,
+    holds: Holds | None,
 ) -> None:
-    consumers = (
-        devices.exclude(consumes_counters=[])
-        .exclude(tainted)
-        .annotate(spelling=Cast("consumes_counters", TextField()))
-    )
-    # Devices with any allocation are few: fetch them one by one and take them out of the
-    # grouped counts, instead of testing every device for allocations in the grouped query.
-    allocated = list(
-        consumers.filter(Exists(_allocations())).values_list(
-            "pool_id", "spelling", Exists(_allocations().filter(admin_access=False))
-        )
-    )
-    available = _available_counters((pool, text) for pool, text, held in allocated if held)
-    if not available:
-        return
-    taken: dict[tuple[int, str], int] = defaultdict(int)
-    for pool_id, spelling, _ in allocated:
-        taken[(pool_id, spelling)] += 1
-    # Partitions repeat a few consumesCounters spellings per pool: group by the spelling so the
-    # quantity check runs once per spelling and pool, not once per device.
-    groups = (
-        consumers.filter(pool_id__in=list(available))
-        .order_by()
-        .values("pool_id", "driver", "pool_name", "spelling")
-        .annotate(n=Count("pk"))
-    )
-    # Pools of one model in the same state (one whole GPU held, say) ask the same question:
-    # whether a spelling exceeds what is left is decided once per (what is left, spelling).
-    signatures: dict[int, frozenset[Any]] = {}
-    verdicts: dict[tuple[frozenset[Any], str], bool] = {}
-    for row in groups:
-        free = row["n"] - taken.get((row["pool_id"], row["spelling"]), 0)
-        if not free:
-            continue
-        pool_id, spelling = row["pool_id"], row["spelling"]
-        signature = signatures.get(pool_id)
-        if signature is None:
-            signature = signatures[pool_id] = frozenset(available[pool_id].items())
-        exceeded = verdicts.get((signature, spelling))
-        if exceeded is None:
-            exceeded = verdicts[(signature, spelling)] = _exceeds(available[pool_id], spelling)
-        if exceeded:
-            counts[(row["driver"], row["pool_name"])]["blocked"] += free
+    """Blocked devices per pool: consumers that nothing holds (not even admin access) and that
+    are not tainted, which the counters their pool has left after the holders cannot cover.
+    Read from the physical units kept for availability (claims.devices.availability: the
+    consumers, their spellings and their pools' counters, kept until the slices change) and
+    the holds, not by grouped queries over every consumer: seconds at 5,000 nodes."""
+    membership = class_membership()
+    held, admin, tainted = holds or held_and_tainted(membership)
+    index = unit_index(membership)
+    blocked = overdrawn_consumers(index, held) - held - admin - tainted
+    for pk in blocked:
+        unit = index.units[index.unit_of[pk]]
+        key = (unit.driver, unit.pool)
+        if chosen is None or key in chosen:
+            counts[key]["blocked"] += 1
 
 
 def _unhealthy_keys(
@@ -252,11 +225,13 @@ def _unhealthy_keys(
     return keys
 
 
-def driver_utilisation(drivers: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+def driver_utilisation(
+    drivers: Iterable[str] | None = None, *, holds: Holds | None = None
+) -> dict[str, dict[str, int]]:
     """Current device counts per driver, the sums of `pool_device_counts` (same keys)."""
     wanted = None if drivers is None else set(drivers)
     result: dict[str, dict[str, int]] = {}
-    for (driver, _), counts in sorted(pool_device_counts().items()):
+    for (driver, _), counts in sorted(pool_device_counts(holds=holds).items()):
         if wanted is not None and driver not in wanted:
             continue
         totals = result.setdefault(driver, dict.fromkeys(COUNT_KEYS, 0))

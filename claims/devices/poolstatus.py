@@ -32,6 +32,7 @@ from claims.devices.classes import class_membership
 from claims.devices.counts import _unhealthy_keys, pool_device_counts
 from claims.devices.states import (
     _allocations,
+    _attribute_value,
     _consumption,
     _effective_rules,
     _pool_counters,
@@ -123,18 +124,6 @@ def unavailable_unhealthy(pools: QuerySet[Pool]) -> dict[tuple[str, str], int]:
     for key in keys - held - tainted:
         extra[(key[0], key[1])] += 1
     return dict(extra)
-
-
-def _attribute_value(attributes: Mapping[str, Any], name: str, driver: str) -> str | None:
-    """The string value of a fully qualified attribute; the driver's own domain may be omitted
-    in the published name, as the DRA API allows."""
-    domain, _, short = name.rpartition("/")
-    value = attributes.get(name)
-    if value is None and domain == driver:
-        value = attributes.get(short)
-    if isinstance(value, Mapping) and isinstance(value.get("string"), str):
-        return str(value["string"])
-    return None
 
 
 def _fits(left: dict[tuple[str, str], Fraction], need: Mapping[tuple[str, str], Fraction]) -> bool:

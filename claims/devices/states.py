@@ -190,6 +190,18 @@ def _counter_amounts(spelling: str) -> tuple[tuple[str, Fraction], ...]:
     return tuple(amounts)
 
 
+def _attribute_value(attributes: Mapping[str, Any], name: str, driver: str) -> str | None:
+    """The string value of a fully qualified attribute; the driver's own domain may be omitted
+    in the published name, as the DRA API allows."""
+    domain, _, short = name.rpartition("/")
+    value = attributes.get(name)
+    if value is None and domain == driver:
+        value = attributes.get(short)
+    if isinstance(value, Mapping) and isinstance(value.get("string"), str):
+        return str(value["string"])
+    return None
+
+
 def _available_counters(
     held: Iterable[tuple[int, str]],
 ) -> dict[int, dict[tuple[str, str], Fraction]]:
