@@ -634,6 +634,17 @@ def answer_for(
             ),
         ]
     blocking = [refused[c.ref] for c in claims if c.ref in refused]
+    if "preemption" in answer:
+        # A pod the API server refuses never reaches the scheduler, nor its PostFilter.
+        refusal = [refused[c.ref] for c in focus_claims if c.ref in refused]
+        refusal += [over_quota[0]] if 0 in over_quota else []
+        if refusal:
+            answer["preemption"].update(
+                node=None,
+                victims=[],
+                pdbViolations=0,
+                message=f"the API server would refuse the pod first: {refusal[0]}",
+            )
     if gang or 0 in over_quota:
         blocking += [f"pod {pods[i].ref}: {message}" for i, message in sorted(over_quota.items())]
     if blocking:

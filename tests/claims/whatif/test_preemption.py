@@ -632,3 +632,20 @@ def test_the_search_stops_once_enough_candidates_are_held() -> None:
     )
     assert len(asked) == 200
     assert answer["candidates"] == 100 and answer["node"] == "n-0000"
+
+
+@pytest.mark.django_db
+def test_a_pod_quota_refuses_is_not_preempted_for() -> None:
+    """Quota admission refuses the pod before the scheduler sees it: no victims, and the
+    preemption says why."""
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "tight", "namespace": "team", "uid": "uid-quota"},
+        "spec": {"hard": {"requests.cpu": "100m"}},
+        "status": {"hard": {"requests.cpu": "100m"}, "used": {"requests.cpu": "0"}},
+    }
+    cluster(1, [running("m1.1", "machine1", LARGE, LOW)], quota)
+    preemption = ask(asking(LARGE), namespace="team")["preemption"]
+    assert preemption["node"] is None and preemption["victims"] == []
+    assert preemption["message"].startswith("the API server would refuse the pod first")
