@@ -243,8 +243,7 @@ NOT_MODELLED: tuple[tuple[str, str, str], ...] = (
     (
         "SchedulerPostFilter",
         "DefaultPreemption",
-        "only with `preemption: true` (then nominated pods, and the victims' share in spread "
-        "and inter-pod affinity counts, are not modelled)",
+        "only with `preemption: true` (then nominated pods are not modelled)",
     ),
     (
         "SchedulerProfile",

@@ -363,7 +363,77 @@ class TopologyLedger:
             return "", ""
         if placement.empty and not self._any_anti_affinity():
             return "", ""
+        return self._verdict(node, placement, self._computed(placement, node_filter))
+
+    def check_without(
+        self,
+        node: Mapping[str, Any],
+        placement: Placement | None,
+        node_filter: NodeFilter,
+        removed: Sequence[PodRecord],
+    ) -> tuple[str, str]:
+        """`check` with the `removed` pods of this node gone: what the plugins' RemovePod
+        extensions tell preemption's dry run about victims."""
+        if placement is None or (placement.empty and not self._any_anti_affinity()):
+            return "", ""
         state = self._computed(placement, node_filter)
+        if removed:
+            state = self._without(state, node, placement, node_filter, removed)
+        return self._verdict(node, placement, state)
+
+    def _without(
+        self,
+        state: _PreFilter,
+        node: Mapping[str, Any],
+        placement: Placement,
+        node_filter: NodeFilter,
+        removed: Sequence[PodRecord],
+    ) -> _PreFilter:
+        """The counts with `removed` (pods of `node`) taken out, as `_computed` counted them."""
+        labels = _labels(node)
+        out = _PreFilter(
+            spread_counts=[Counter(c) for c in state.spread_counts],
+            affinity_counts=Counter(state.affinity_counts),
+            anti_counts=Counter(state.anti_counts),
+            existing_anti=Counter(state.existing_anti),
+        )
+        keys = {s.topology_key for s in placement.spread}
+        spreading = bool(placement.spread) and keys <= set(labels)
+        ns = self.namespace_labels
+        for pod in removed:
+            for term in pod.anti_affinity:
+                if term.topology_key in labels and term.selects(
+                    placement.namespace, placement.labels, ns
+                ):
+                    out.existing_anti[(term.topology_key, labels[term.topology_key])] -= 1
+            for index, spread in enumerate(placement.spread if spreading else ()):
+                if spread.honor_affinity and not node_filter.matches_affinity(node):
+                    continue
+                if spread.honor_taints and not node_filter.tolerates_node(node):
+                    continue
+                if pod.namespace == placement.namespace and selector_matches(
+                    spread.selector, pod.labels
+                ):
+                    out.spread_counts[index][labels[spread.topology_key]] -= 1
+            if placement.affinity and all(
+                t.selects(pod.namespace, pod.labels, ns) for t in placement.affinity
+            ):
+                for term in placement.affinity:
+                    if term.topology_key in labels:
+                        out.affinity_counts[(term.topology_key, labels[term.topology_key])] -= 1
+            for term in placement.anti_affinity:
+                if term.topology_key in labels and term.selects(pod.namespace, pod.labels, ns):
+                    out.anti_counts[(term.topology_key, labels[term.topology_key])] -= 1
+        # A domain no pod matches any more is no longer counted (upstream deletes it at 0);
+        # spread keeps its domains, which still hold nodes.
+        out.affinity_counts = +out.affinity_counts
+        out.anti_counts = +out.anti_counts
+        out.existing_anti = +out.existing_anti
+        return out
+
+    def _verdict(
+        self, node: Mapping[str, Any], placement: Placement, state: _PreFilter
+    ) -> tuple[str, str]:
         labels = _labels(node)
         for index, spread in enumerate(placement.spread):
             if spread.topology_key not in labels:

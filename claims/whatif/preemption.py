@@ -14,7 +14,8 @@ defaultpreemption/default_preemption.go` and `pkg/scheduler/framework/preemption
   not one. DynamicResources has no PreFilter extensions, so the scheduler's dry run never counts
   a victim's devices as free: a node whose devices do not fit is no candidate either.
 - On each candidate (`select_victims`, SelectVictimsOnNode) every pod of lower priority is
-  removed; if the pod then fits (NodePorts, NodeResourcesFit and the topology filters), victims
+  removed; if the pod then fits (NodePorts, NodeResourcesFit, PodTopologySpread and
+  InterPodAffinity, the last two without the removed pods' share), victims
   are reprieved from the most important down (higher priority, then earlier start), those whose
   eviction would exceed a PodDisruptionBudget's `disruptionsAllowed` first; what cannot be
   reprieved is a victim.
@@ -25,8 +26,8 @@ defaultpreemption/default_preemption.go` and `pkg/scheduler/framework/preemption
 Told apart from upstream: candidates are sought in node-name order, where the scheduler starts at
 a random offset, so the answer is the same each time (as upstream, the search stops once it holds
 10% of the nodes, at least 100, one of them breaking no budget); the pods' creation time stands
-for their start time; nominated pods are not modelled; for PodTopologySpread and InterPodAffinity
-the victims still count (upstream's RemovePod extensions would take them out). A victim's claim
+for their start time; nominated pods are not modelled. PodTopologySpread and InterPodAffinity
+see the node without the victims, as their RemovePod extensions tell the dry run. A victim's claim
 frees its devices once no other consumer holds it (`status.reservedFor`): the devices are listed,
 but, as in the scheduler, they do not make the node a candidate.
 """
@@ -42,8 +43,16 @@ from django.db.models import Q
 
 from claims.models import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
 from claims.whatif.listing import TERMINAL_PHASES
+from claims.whatif.nodefilter import NodeFilter
 from claims.whatif.nodefit import NODE_PORTS, NODE_RESOURCES_FIT, NodeLedger, NodeUsage, PodDemand
-from claims.whatif.podtopology import AFFINITY, SPREAD, TopologyLedger, selector_matches
+from claims.whatif.podtopology import (
+    AFFINITY,
+    SPREAD,
+    PodRecord,
+    TopologyLedger,
+    record_of,
+    selector_matches,
+)
 from claims.whatif.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from inventory.sync import chunks
 
@@ -133,6 +142,8 @@ class RunningPod:
     # Seconds since the epoch (creation stands for the start); inf: unknown, counted as now.
     started: float = math.inf
     claims: tuple[str, ...] = ()
+    # What the topology filters read of it (None: nothing they select).
+    record: PodRecord | None = None
 
     @property
     def ref(self) -> str:
@@ -220,15 +231,21 @@ def select_victims(
     potential = sorted((p for p in running if p.priority < priority), key=importance)
     if not potential:
         return NO_VICTIMS
-    kept: list[RunningPod] = []
+    kept: set[int] = set()
 
     def fits() -> tuple[str, str]:
-        ledger = NodeLedger(
-            {name: _usage_without(usage, [p for p in potential if p not in kept])},
-            dra_backed=dra_backed,
-            topology=topology,
+        gone = [p for p in potential if id(p) not in kept]
+        ledger = NodeLedger({name: _usage_without(usage, gone)}, dra_backed=dra_backed)
+        found = ledger.check(node, demand)
+        if found[0] or topology is None or not demand.pods:
+            return found
+        # The topology filters without the victims (their RemovePod extensions).
+        return topology.check_without(
+            node,
+            demand.placement,
+            demand.node_filter or NodeFilter(),
+            [p.record for p in gone if p.record is not None],
         )
-        return ledger.check(node, demand)
 
     found = fits()
     if found[0]:
@@ -238,9 +255,9 @@ def select_victims(
     violations = 0
     for group, counted in ((violating, True), (fine, False)):
         for pod in group:
-            kept.append(pod)
+            kept.add(id(pod))
             if fits()[0]:
-                kept.remove(pod)
+                kept.discard(id(pod))
                 victims.append(pod)
                 violations += counted
     if violating and fine:
@@ -467,6 +484,7 @@ def running_pods(nodes: Sequence[str], below: int) -> dict[str, list[RunningPod]
         "created_at",
         "resource_claims",
         "claim_statuses",
+        "anti_affinity",
     )
     for part in chunks(sorted(set(nodes))):
         for (
@@ -484,6 +502,7 @@ def running_pods(nodes: Sequence[str], below: int) -> dict[str, list[RunningPod]
             created,
             resource_claims,
             statuses,
+            anti,
         ) in rows.filter(node_name__in=part).values_list(*columns):
             requests = {CPU: cpu, MEMORY: memory, EPHEMERAL_STORAGE: storage, **(other or {})}
             demand = PodDemand(
@@ -500,6 +519,7 @@ def running_pods(nodes: Sequence[str], below: int) -> dict[str, list[RunningPod]
                     labels=labels or {},
                     started=created.timestamp() if created is not None else math.inf,
                     claims=_claim_names(resource_claims, statuses),
+                    record=record_of(namespace, labels or {}, anti or []),
                 )
             )
     return out

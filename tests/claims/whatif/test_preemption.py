@@ -649,3 +649,44 @@ def test_a_pod_quota_refuses_is_not_preempted_for() -> None:
     preemption = ask(asking(LARGE), namespace="team")["preemption"]
     assert preemption["node"] is None and preemption["victims"] == []
     assert preemption["message"].startswith("the API server would refuse the pod first")
+
+
+@pytest.mark.django_db
+def test_anti_affinity_to_a_lower_priority_pod_is_resolved_by_preempting_it() -> None:
+    """InterPodAffinity's RemovePod: the pod refuses nodes running `app: web`; on each node a
+    low-priority web pod is the only victim needed, the other low pods stay."""
+    cluster(
+        2,
+        [
+            running("web-1", "machine1", SMALL, LOW, labels={"app": "web"}),
+            running("batch-1", "machine1", SMALL, NEG, labels={"app": "batch"}),
+            running("web-2", "machine2", SMALL, MID, labels={"app": "web"}),
+        ],
+        *(
+            {
+                **node(f"machine{i}"),
+                "metadata": {
+                    "name": f"machine{i}",
+                    "uid": f"uid-machine{i}",
+                    "labels": {"kubernetes.io/hostname": f"machine{i}"},
+                },
+            }
+            for i in (1, 2)
+        ),
+    )
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    answer = ask(asking(SMALL, affinity=anti))
+    assert {e["filter"]["filter"] for e in answer["nodes"]} == {"InterPodAffinity"}
+    preemption = answer["preemption"]
+    # machine1's web pod has the lower priority: the node with the lowest highest victim.
+    assert preemption["node"] == "machine1"
+    assert [v["name"] for v in preemption["victims"]] == ["web-1"]
