@@ -47,7 +47,9 @@ from claims.whatif.nodefilter import NodeFilter
 from claims.whatif.nodefit import NODE_PORTS, NODE_RESOURCES_FIT, NodeLedger, NodeUsage, PodDemand
 from claims.whatif.podtopology import (
     AFFINITY,
+    AFFINITY_MISMATCH,
     SPREAD,
+    SPREAD_MISSING_LABEL,
     PodRecord,
     TopologyLedger,
     record_of,
@@ -65,6 +67,8 @@ SYSTEM_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critica
 # Filters whose failure preemption can resolve (their status is Unschedulable, not
 # UnschedulableAndUnresolvable); the dry run decides whether it does.
 RESOLVABLE = frozenset({NODE_PORTS, NODE_RESOURCES_FIT, SPREAD, AFFINITY})
+# What those two say with UnschedulableAndUnresolvable: evicting pods adds no label nor match.
+UNRESOLVABLE_REASONS = frozenset({AFFINITY_MISMATCH, SPREAD_MISSING_LABEL})
 # Upstream's messages (default_preemption.go, preemption.go).
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -362,6 +366,7 @@ def preempt(
         if entry.get("node") in by_name
         and entry.get("fits")
         and (entry.get("filter") or {}).get("filter", "") in RESOLVABLE
+        and (entry.get("filter") or {}).get("reason", "") not in UNRESOLVABLE_REASONS
     ]
     if not possible:
         out["message"] = (
