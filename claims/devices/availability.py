@@ -35,10 +35,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
-from functools import lru_cache
 from typing import Any, Literal
 
 from django.db.models import (
@@ -55,7 +53,15 @@ from django.db.models import (
 from django.db.models.functions import Cast
 
 from claims.devices.classes import ClassMembership, Holds, class_membership, held_and_tainted
-from claims.devices.states import _attribute_value, _consumption, _exceeds, _pool_counters
+from claims.devices.countersets import (
+    Counters,
+    _profile,
+    _set_names,
+    _whole,
+    consumed_sets,
+    counter_set_units,
+)
+from claims.devices.states import _consumption, _exceeds, _pool_counters
 from inventory.models import Device, ResourceSlice
 
 __all__ = [
@@ -82,8 +88,6 @@ DEFINITION = (
     "NoExecute) nor blocked by exhausted counters. Partitions are counted per profile under "
     "their parent unit, never added to whole devices."
 )
-PROFILE_ATTRIBUTE = "profile"
-Counters = dict[tuple[str, str], Fraction]
 
 
 @dataclass(frozen=True)
@@ -186,96 +190,6 @@ def unit_index(membership: ClassMembership | None = None) -> UnitIndex:
             return _cached
         _cached = _build(membership)
         return _cached
-
-
-class _Sets:
-    """Union-find over one pool's counter set names: a device drawing on two joins them."""
-
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, name: str) -> str:
-        self.parent.setdefault(name, name)
-        while self.parent[name] != name:
-            self.parent[name] = self.parent[self.parent[name]]
-            name = self.parent[name]
-        return name
-
-    def join(self, names: Sequence[str]) -> None:
-        roots = sorted({self.find(name) for name in names})
-        for root in roots[1:]:
-            self.parent[root] = roots[0]
-
-
-def consumed_sets(consumes: Any) -> list[str]:
-    """The counter set names a device's `consumesCounters` list draws on, sorted."""
-    entries = consumes if isinstance(consumes, list) else []
-    return sorted(
-        {str(entry.get("counterSet", "")) for entry in entries if isinstance(entry, Mapping)}
-    )
-
-
-def counter_set_units(consumed: Iterable[Sequence[str]]) -> dict[str, str]:
-    """Within one pool: counter set name -> the name of the physical unit it is part of, for
-    the sets its devices draw on (`consumed_sets` of each). Sets that one device draws on
-    together are one unit, named by their names joined with `+`."""
-    sets = _Sets()
-    for names in consumed:
-        if names:
-            sets.join(names)
-    members: dict[str, list[str]] = defaultdict(list)
-    for name in list(sets.parent):
-        members[sets.find(name)].append(name)
-    return {name: "+".join(sorted(group)) for group in members.values() for name in group}
-
-
-@lru_cache(maxsize=4096)
-def _set_names(spelling: str) -> tuple[str, ...]:
-    # Devices repeat a few spellings (one per partition shape and counter set): parsed once.
-    return tuple(consumed_sets(json.loads(spelling) if spelling else []))
-
-
-@lru_cache(maxsize=4096)
-def _shape(spelling: str) -> str:
-    """What a consumer takes, without the counter set's name: `memory=10Gi multiprocessors=16`
-    (sets joined by ` + `), so that like slices of different GPUs are one profile."""
-    entries = json.loads(spelling) if spelling else []
-    parts = []
-    for entry in sorted(
-        (e for e in (entries if isinstance(entries, list) else []) if isinstance(e, Mapping)),
-        key=lambda e: str(e.get("counterSet", "")),
-    ):
-        counters = entry.get("counters")
-        amounts = sorted(counters.items()) if isinstance(counters, Mapping) else []
-        parts.append(
-            " ".join(
-                f"{name}={amount.get('value', '') if isinstance(amount, Mapping) else ''}"
-                for name, amount in amounts
-            )
-        )
-    return " + ".join(parts) or "no counters"
-
-
-def _whole(spelling: str, counters: Counters) -> bool:
-    """True when the device takes every counter of each set it names, in full: the whole
-    device of a partitionable GPU rather than a partition of it."""
-    need = _consumption(spelling)
-    sets = set(_set_names(spelling))
-    declared = {key: value for key, value in counters.items() if key[0] in sets}
-    if not sets or not declared or any(key not in counters for key in need):
-        return False
-    return all(need.get(key) == value for key, value in declared.items())
-
-
-def _profile(attributes: Any, *, driver: str, spelling: str, type_attribute: Any) -> str:
-    attributes = attributes if isinstance(attributes, Mapping) else {}
-    names = [str(type_attribute)] if isinstance(type_attribute, str) and type_attribute else []
-    names.append(f"{driver}/{PROFILE_ATTRIBUTE}")
-    for name in names:
-        value = _attribute_value(attributes, name, driver)
-        if value:
-            return value
-    return _shape(spelling)
 
 
 def _build(membership: ClassMembership) -> UnitIndex:
@@ -429,9 +343,24 @@ def _blocked(index: UnitIndex, held: Iterable[int]) -> set[int]:
     return set(index.never_fits) | overdrawn_consumers(index, held)
 
 
+# The last answer of `overdrawn_consumers`: a page asks it twice (device and unit counts).
+_overdrawn: tuple[UnitIndex, frozenset[int], frozenset[int]] | None = None
+
+
 def overdrawn_consumers(index: UnitIndex, held: Iterable[int]) -> set[int]:
     """Consumers of the pools with a held consumer that the counters left after the holders
     cannot cover (held ones included); pools nothing draws on are not looked at."""
+    global _overdrawn
+    held = frozenset(held)
+    last = _overdrawn
+    if last is not None and last[0] is index and last[1] == held:
+        return set(last[2])
+    blocked = _overdrawn_now(index, held)
+    _overdrawn = (index, held, frozenset(blocked))
+    return blocked
+
+
+def _overdrawn_now(index: UnitIndex, held: frozenset[int]) -> set[int]:
     left: dict[int, Counters] = {}
     for pk in held:
         entry = index.spellings.get(pk)
