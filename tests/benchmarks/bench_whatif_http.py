@@ -5,7 +5,8 @@ Loads the demo cluster into a fresh database (a SQLite file, or a fresh PostgreS
 when DASHBOARD_DATABASE_URL names one), starts the server on it as `bin/run` does (no sync),
 and times `POST /api/claims/what-if/` from this process over loopback:
 
-* cold: the first question a fresh server process answers (one per server, `--runs` servers);
+* cold: the first question a fresh server process answers (one per server, `--runs` servers),
+  asked once the server's start-up work is done (its CPU printed apart);
 * a new question on a warm server (a claim name not asked before: no result cache);
 * the same question again (answered from the result cache);
 * the same question right after a cluster change (one ResourceSlice or one allocated claim
@@ -23,11 +24,12 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from _measure import RUNS, Sample, Server, load_average, memory_line, report
+from _measure import RUNS, Sample, Server, load_average, memory_line, report, settle
 from _server import load_demo, setup_shared_database, start_server
 
 CLAIM = """
@@ -114,11 +116,15 @@ def main() -> None:
         print(f"loaded the {args.nodes}-node demo cluster in {time.perf_counter() - started:.1f} s")
         connection.close()
 
-        # Cold: the first question of a fresh server, once per server, `runs` servers.
+        # Cold: the first question of a fresh server, once per server, `runs` servers, asked
+        # once the server's start-up work (the class membership it computes in the background)
+        # is done, so that its CPU is not counted in the question's; it is printed apart.
         colds = []
+        startups = []
         for run in range(args.runs):
             process, base = start_server(url)
             try:
+                startups.append(settle(process.pid))
                 sample, answer = _post(Server(process.pid, base, headers), _question(f"cold-{run}"))
                 colds.append(sample)
             finally:
@@ -126,6 +132,10 @@ def main() -> None:
                 process.wait(timeout=30)
         summary = answer["summary"]
         print(f"what-if, {args.nodes} nodes ({load_average()}):")
+        print(
+            f"  server start-up until idle: CPU {statistics.median(startups):.2f} s "
+            f"(median of {len(startups)})"
+        )
         report(
             f"cold: the first question of a fresh server ({summary['nodesChecked']} nodes, "
             f"{summary['nodesFit']} fit)",
