@@ -204,64 +204,23 @@ class KubeClient:
         return str(self.api_client.configuration.host)
 
     def _send(
-        self, path: str, query: Query | None, *, read_timeout: float
+        self,
+        path: str,
+        query: Query | None,
+        *,
+        read_timeout: float,
+        method: str = "GET",
+        body: JSON | None = None,
     ) -> urllib3.BaseHTTPResponse:
         params = [(k, _query_value(v)) for k, v in (query or {}).items()]
-        method, url, headers, _, _ = self.api_client.param_serialize(
-            method="GET",
+        header_params = {"Accept": "application/json"}
+        if body is not None:
+            header_params["Content-Type"] = "application/json"
+        method, url, headers, data, _ = self.api_client.param_serialize(
+            method=method,
             resource_path=path,
             query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        try:
-            response = self.api_client.call_api(
-                method,
-                url,
-                header_params=headers,
-                _request_timeout=(self.connect_timeout, read_timeout),
-            )
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransportError(f"GET {path} failed: {_reason(exc)}") from exc
-        except kube_client.ApiException as exc:
-            raise TransportError(f"GET {path} failed: {exc.reason}") from exc
-        raw: urllib3.BaseHTTPResponse = response.response
-        if not 200 <= raw.status < 300:
-            try:
-                body = raw.read()
-            except (urllib3.exceptions.HTTPError, OSError):
-                body = b""
-            finally:
-                raw.release_conn()
-            raise status_error(
-                raw.status, body, path=path, retry_after=raw.headers.get("Retry-After")
-            )
-        return raw
-
-    def get(self, path: str, query: Query | None = None) -> JSON:
-        """GET `path` and return the decoded JSON object; raises KubeError subclasses."""
-        raw = self._send(path, query, read_timeout=self.request_timeout)
-        try:
-            body = raw.read()
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransportError(f"GET {path}: body broke off: {_reason(exc)}") from exc
-        finally:
-            raw.release_conn()
-        try:
-            parsed = loads(body)
-        except ValueError as exc:
-            raise TransportError(f"GET {path}: the body is not JSON ({len(body)} bytes)") from exc
-        if not isinstance(parsed, dict):
-            raise TransportError(f"GET {path}: the body is not a JSON object")
-        return parsed
-
-    def create(self, path: str, body: JSON) -> JSON:
-        """POST `body` to `path` (a create, such as a SubjectAccessReview) and return the
-        decoded answer; raises KubeError subclasses, ApiStatusError for a refusal."""
-        method, url, headers, data, _ = self.api_client.param_serialize(
-            method="POST",
-            resource_path=path,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            header_params=header_params,
             body=body,
             auth_settings=["BearerToken"],
         )
@@ -271,30 +230,51 @@ class KubeClient:
                 url,
                 header_params=headers,
                 body=data,
-                _request_timeout=(self.connect_timeout, self.request_timeout),
+                _request_timeout=(self.connect_timeout, read_timeout),
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransportError(f"POST {path} failed: {_reason(exc)}") from exc
+            raise TransportError(f"{method} {path} failed: {_reason(exc)}") from exc
         except kube_client.ApiException as exc:
-            raise TransportError(f"POST {path} failed: {exc.reason}") from exc
+            raise TransportError(f"{method} {path} failed: {exc.reason}") from exc
         raw: urllib3.BaseHTTPResponse = response.response
-        try:
-            answer = raw.read()
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransportError(f"POST {path}: body broke off: {_reason(exc)}") from exc
-        finally:
-            raw.release_conn()
         if not 200 <= raw.status < 300:
+            try:
+                answer = raw.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                answer = b""
+            finally:
+                raw.release_conn()
             raise status_error(
                 raw.status, answer, path=path, retry_after=raw.headers.get("Retry-After")
             )
+        return raw
+
+    def _json_object(self, raw: urllib3.BaseHTTPResponse, what: str) -> JSON:
+        """Read a whole answer and decode it as one JSON object; `what` is "GET <path>"."""
+        try:
+            answer = raw.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(f"{what}: body broke off: {_reason(exc)}") from exc
+        finally:
+            raw.release_conn()
         try:
             parsed = loads(answer)
         except ValueError as exc:
-            raise TransportError(f"POST {path}: the answer is not JSON") from exc
+            raise TransportError(f"{what}: the body is not JSON ({len(answer)} bytes)") from exc
         if not isinstance(parsed, dict):
-            raise TransportError(f"POST {path}: the answer is not a JSON object")
+            raise TransportError(f"{what}: the body is not a JSON object")
         return parsed
+
+    def get(self, path: str, query: Query | None = None) -> JSON:
+        """GET `path` and return the decoded JSON object; raises KubeError subclasses."""
+        raw = self._send(path, query, read_timeout=self.request_timeout)
+        return self._json_object(raw, f"GET {path}")
+
+    def create(self, path: str, body: JSON) -> JSON:
+        """POST `body` to `path` (a create, such as a SubjectAccessReview) and return the
+        decoded answer; raises KubeError subclasses, ApiStatusError for a refusal."""
+        raw = self._send(path, None, read_timeout=self.request_timeout, method="POST", body=body)
+        return self._json_object(raw, f"POST {path}")
 
     def watch(self, path: str, query: Query, *, read_timeout: float) -> WatchStream:
         """Open a watch on `path`; silence longer than `read_timeout` breaks the stream."""
