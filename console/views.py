@@ -137,6 +137,15 @@ def read_claim_input(
     return None, ""
 
 
+def _visible_templates(request: HttpRequest) -> list[tuple[str, str]]:
+    """(namespace, name) of the claim templates the what-if form offers this person."""
+    return list(
+        scope_namespaced(
+            ResourceClaimTemplate.objects.order_by("namespace", "name"), visibility_for(request)
+        ).values_list("namespace", "name")
+    )
+
+
 @read_access
 def what_if(request: HttpRequest) -> HttpResponse:
     """The what-if form; a POST runs it.
@@ -148,12 +157,7 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
     form = request.POST if request.method == "POST" else request.GET
     context: dict[str, Any] = {
-        "templates": list(
-            scope_namespaced(
-                ResourceClaimTemplate.objects.order_by("namespace", "name"),
-                visibility_for(request),
-            ).values_list("namespace", "name")
-        ),
+        "templates": _visible_templates(request),
         "max_count": MAX_COUNT,
         "values": form_values(form),
         "error": "",
@@ -230,12 +234,7 @@ def what_if_shared(request: HttpRequest, token: str) -> HttpResponse:
     values = form_values(QueryDict(mutable=True))
     values.update({k: str(v) for k, v in shared.values.items() if k in WHAT_IF_FIELDS})
     context: dict[str, Any] = {
-        "templates": list(
-            scope_namespaced(
-                ResourceClaimTemplate.objects.order_by("namespace", "name"),
-                visibility_for(request),
-            ).values_list("namespace", "name")
-        ),
+        "templates": _visible_templates(request),
         "max_count": MAX_COUNT,
         "values": values,
         "error": "",
