@@ -171,10 +171,12 @@ def forget_units() -> None:
 
 
 def warm_units() -> None:
-    """Compute the class membership and the units now (a web process at start, in the
+    """Compute the class membership, the units and the holds now (a web process at start, in the
     background), so that the first page asking for them does not pay for it: seconds of CEL and
     reading at 5,000 nodes. Requests that come meanwhile wait for it rather than repeat it."""
-    unit_index(class_membership())
+    membership = class_membership()
+    unit_index(membership)
+    held_and_tainted(membership)
 
 
 def unit_index(membership: ClassMembership | None = None) -> UnitIndex:

@@ -29,9 +29,9 @@ from django.db import connection
 from django.db.models import BooleanField, Exists, Q, Value
 
 from claims.devices.states import rule_taints
-from claims.models import AllocatedDevice
+from claims.models import AllocatedDevice, ResourceClaim
 from dralib.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
-from inventory.models import Device, DeviceClass, ResourceSlice
+from inventory.models import Device, DeviceClass, DeviceTaintRule, ResourceSlice
 
 __all__ = [
     "CLASS_METHOD",
@@ -105,9 +105,10 @@ def _fingerprint() -> Fingerprint:
 
 def forget_membership() -> None:
     """Drop the cached membership (tests; the fingerprint normally makes this unnecessary)."""
-    global _cached
+    global _cached, _holds
     with _lock:
         _cached = None
+        _holds = None
 
 
 def class_membership() -> ClassMembership:
@@ -295,9 +296,37 @@ def _taint_rules_match() -> Q:
     return Q(Exists(rule_taints()))
 
 
+_holds: tuple[Fingerprint, Holds] | None = None
+
+
+def _holds_fingerprint(membership: ClassMembership) -> Fingerprint:
+    """What the holds follow: the slices and classes (devices' own taints), the claims (every
+    allocation is written with its claim, and goes with it) and the DeviceTaintRules."""
+    parts = []
+    for model in (ResourceClaim, DeviceTaintRule):
+        table = connection.ops.quote_name(model._meta.db_table)
+        parts.append(f"SELECT COUNT(*), MAX(synced_at), MAX(id) FROM {table}")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM ({}) AS claims, ({}) AS rules".format(*parts))  # noqa: S608
+        row = cursor.fetchone()
+    return (membership.fingerprint, *(row or ()))
+
+
 def held_and_tainted(membership: ClassMembership) -> Holds:
-    """Device pks held (non admin-access), held by admin-access allocations only, and tainted,
-    in one query: read once, they serve both the device counts and the units of a page."""
+    """Device pks held (non admin-access), held by admin-access allocations only, and tainted:
+    read once, they serve both the device counts and the units of a page, and kept until a
+    claim, a taint rule or the membership changes (one small query says whether one did)."""
+    global _holds
+    fingerprint = _holds_fingerprint(membership)
+    kept = _holds
+    if kept is None or kept[0] != fingerprint:
+        kept = _holds = (fingerprint, _read_holds(membership))
+    held, admin, tainted = kept[1]
+    # Copies: callers combine them with set operators in place.
+    return set(held), set(admin), set(tainted)
+
+
+def _read_holds(membership: ClassMembership) -> Holds:
     held: set[int] = set()
     admin: set[int] = set()
     tainted: set[int] = set()

@@ -122,18 +122,19 @@ def add_nodes(first: int, count: int) -> None:
 
 def test_query_count_is_flat(api, django_assert_max_num_queries) -> None:
     """The answer costs the same queries for 5 nodes as for 40: two once the units are kept
-    (the fingerprint and the holds), seven more right after the slices changed (the classes,
-    the slices' versions, the devices, the changed devices' attributes, the units' devices,
-    their slices' partition type attribute and their pools' counters)."""
+    (the membership's and the holds' fingerprints), eight more right after the slices changed
+    (the classes, the slices' versions, the devices, the changed devices' attributes, the
+    holds, the units' devices, their slices' partition type attribute and their pools'
+    counters)."""
     build_cluster()
     assert api.get(URL).status_code == 200  # the first computation: every device at once
     add_nodes(0, 3)
-    with django_assert_max_num_queries(9) as changed_small:
+    with django_assert_max_num_queries(10) as changed_small:
         assert api.get(URL).status_code == 200
     with django_assert_max_num_queries(2) as kept_small:
         assert api.get(URL).status_code == 200
     add_nodes(3, 37)
-    with django_assert_max_num_queries(9) as changed_large:
+    with django_assert_max_num_queries(10) as changed_large:
         body = entries(api.get(URL))
     with django_assert_max_num_queries(2) as kept_large:
         assert api.get(URL, {"node": "node-039"}).status_code == 200

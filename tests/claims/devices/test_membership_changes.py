@@ -94,7 +94,7 @@ def test_a_class_change_evaluates_every_device_again() -> None:
 @pytest.mark.django_db
 def test_warm_units_leaves_the_first_page_two_queries(api, django_assert_max_num_queries) -> None:
     """What a web process computes at start (console.serve) is what the availability API then
-    reads: the fingerprint and the holds, nothing evaluated again."""
+    reads: the membership's and the holds' fingerprints, nothing read or evaluated again."""
     from claims.devices.availability import forget_units, warm_units
 
     load_demo(nodes=5, seed=1)
@@ -105,3 +105,37 @@ def test_warm_units_leaves_the_first_page_two_queries(api, django_assert_max_num
         assert api.get("/api/inventory/availability/").status_code == 200
     assert class_membership() is warmed
     forget_units()
+
+
+@pytest.mark.django_db
+def test_kept_holds_follow_claims_and_taint_rules() -> None:
+    """The holds are kept between pages, and a claim released or a taint rule added is seen at
+    once."""
+    from claims.devices.classes import held_and_tainted
+
+    objects = load_demo(nodes=5, seed=1)
+    membership = class_membership()
+    held, _, tainted = held_and_tainted(membership)
+    allocated = next(
+        c for c in objects["ResourceClaim"] if (c.get("status") or {}).get("allocation")
+    )
+    result = allocated["status"]["allocation"]["devices"]["results"][0]
+    key = (result["driver"], result["pool"], result["device"])
+    assert membership.keys[key] in held
+    released = copy.deepcopy(allocated)
+    released["metadata"]["resourceVersion"] = "99999999"
+    released["status"] = {}
+    upsert_events("ResourceClaim", [(released, None)], publish=False)
+    assert membership.keys[key] not in held_and_tainted(class_membership())[0]
+    rule = {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "drain", "uid": "uid-drain"},
+        "spec": {
+            "deviceSelector": {"driver": key[0], "pool": key[1], "device": key[2]},
+            "taint": {"key": "example.com/drain", "effect": "NoSchedule"},
+        },
+    }
+    upsert_events("DeviceTaintRule", [(rule, None)], publish=False)
+    assert membership.keys[key] not in tainted
+    assert membership.keys[key] in held_and_tainted(class_membership())[2]

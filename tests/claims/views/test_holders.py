@@ -120,13 +120,13 @@ def test_the_node_page_links_its_pods(db, viewer_client) -> None:
 # The node page adds the free units per class (claims.devices.availability): the membership
 # fingerprint and the holds, and six more here because every load changes the slices
 # (class membership: classes, slice versions, devices, the changed devices' attributes; the
-# units: devices and their slices' partition type attribute).
+# units: devices and their slices' partition type attribute), and the holds' fingerprint.
 PAGES = [
     # Each page also reads the sync freshness for its header badge (two queries).
     ("device-list", [], 12),
     ("claim-list", [], 9),
     ("pool-detail", [DRIVER, NODE], 15),
-    ("node-detail", [NODE], 20),
+    ("node-detail", [NODE], 21),
 ]
 
 
