@@ -18,7 +18,9 @@ process and the tests that start a real server run. Why uvicorn, and why these o
   its connection open is cut after GRACEFUL_SECONDS.
 - At start, a background thread computes the DeviceClass membership and the physical units
   (`claims.devices.availability.warm_units`), which the overview, /metrics and the availability
-  API read: the first page after a start no longer pays seconds of CEL for them.
+  API read: the first page after a start no longer pays seconds of CEL for them; then the
+  what-if state (`claims.whatif.service.warm_live_simulation`: the cluster read and every
+  node's allocator pools), so the first question is not a cold one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ django.setup()
 from django.db import connections  # noqa: E402
 
 from claims.devices.availability import warm_units  # noqa: E402
+from claims.whatif.service import warm_live_simulation  # noqa: E402
 from dashboard.cancel import begin_shutdown  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,10 @@ def _warm() -> None:
         warm_units()
     except Exception:  # an empty or unmigrated database: the first page computes it instead
         log.warning("could not compute the device class membership at start", exc_info=True)
+    try:
+        warm_live_simulation()
+    except Exception:  # a relist under way, an unmigrated database: the first question builds it
+        log.warning("could not build the what-if state at start", exc_info=True)
     finally:
         connections.close_all()
 

@@ -49,6 +49,7 @@ from claims.whatif.state import (
     build_view,
     cluster_state,
     complete_state,
+    settle_heap,
 )
 from dashboard.cancel import SHUTTING_DOWN, stop_reason
 from dashboard.timings import observe_whatif_seconds
@@ -220,6 +221,30 @@ def _live_simulation(
         yield sim
     finally:
         sim.lock.release()
+
+
+def warm_live_simulation() -> int:
+    """Read the cluster and build the live simulation for the default features, with every
+    node's allocator pools, before any question asks (a web process at start, in the
+    background): the first question then costs what any new question costs, not a cold read.
+
+    Built apart and installed only when no request installed one meanwhile, so a question
+    arriving during the build never waits for it. Returns how many nodes got their pools.
+    """
+    versions, fingerprint, _ = current_state()
+    options = parse_options()
+    key = json.dumps(options.features, sort_keys=True)
+    state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
+    sim = Simulation(build_view(state, slice_cache, ()), features=options.feature_set())
+    sim.keep_verdicts()
+    for node in sim.view.nodes:
+        # Pools depend only on the node and its slices: gathered now, reused by every question.
+        sim.allocator.new_run(node, ())
+    with _simulations_lock:
+        if key not in _live:
+            _keep_live(key, sim)
+    settle_heap()
+    return len(sim.view.nodes)
 
 
 def _keep_live(key: str, sim: Simulation) -> None:

@@ -40,7 +40,7 @@ _read_lock = threading.Lock()
 _cached: ClusterListing | None = None
 _slice_cache = SliceCache()
 _selector_caches: dict[tuple[bool, bool], SelectorCache] = {}
-# When the last full collection of the frozen heap ran (0: never); see _settle_heap.
+# When the last full collection of the frozen heap ran (0: never); see settle_heap.
 _last_full_collect = 0.0
 _FULL_COLLECT_SECONDS = 600.0
 
@@ -123,11 +123,11 @@ def cluster_state(
         with _lock:
             _slice_cache.retain(state.slices)
             _cached = state
-            _settle_heap()
+            settle_heap()
     return state, _slice_cache
 
 
-def _settle_heap() -> None:
+def settle_heap() -> None:
     """Keep the cached cluster out of the collections that later requests set off.
 
     A 1,000-node state is hundreds of thousands of long-lived containers; every full collection
