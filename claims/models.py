@@ -50,6 +50,8 @@ class ResourceClaim(NamespacedObject):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "name"], name="claim_ns_name_unique"),
         ]
+        # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
+        indexes = [models.Index(fields=["synced_at"], name="claim_synced_idx")]
 
     def clean(self) -> None:
         if self.state == ClaimState.PENDING and self.allocated_count:
@@ -162,6 +164,8 @@ class Pod(NamespacedObject):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "name"], name="pod_ns_name_unique"),
         ]
+        # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
+        indexes = [models.Index(fields=["synced_at"], name="pod_synced_idx")]
 
 
 class ResourceQuota(NamespacedObject):

@@ -51,6 +51,8 @@ class Node(KubeObject):
 
     class Meta:
         ordering = ["name"]
+        # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
+        indexes = [models.Index(fields=["synced_at"], name="node_synced_idx")]
 
 
 class Namespace(KubeObject):
@@ -152,7 +154,11 @@ class ResourceSlice(KubeObject):
 
     class Meta:
         ordering = ["driver", "pool_name", "name"]
-        indexes = [models.Index(fields=["driver", "pool_name"], name="slice_pool_idx")]
+        indexes = [
+            models.Index(fields=["driver", "pool_name"], name="slice_pool_idx"),
+            # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
+            models.Index(fields=["synced_at"], name="slice_synced_idx"),
+        ]
 
 
 class CounterSet(models.Model):

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 from django.db import connection, models, transaction
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Sum
 from django.db.models.functions import Cast
 
 from claims.models import Pod, ResourceClaim
@@ -119,8 +119,8 @@ def cluster_fingerprint() -> str:
     """A digest that changes whenever a row a ClusterListing is read from changes.
 
     Per table: the row count (catches deletions), the latest `synced_at` (every write of an
-    object sets it: catches updates and creations) and the highest primary key. One aggregate
-    query per table instead of reading every (uid, resourceVersion). Call it inside
+    object sets it: catches updates and creations) and the highest primary key. One statement
+    for all tables instead of reading every (uid, resourceVersion). Call it inside
     `consistent_read()` to pair it with a read.
     """
     return fingerprint_of(table_versions())
@@ -128,11 +128,26 @@ def cluster_fingerprint() -> str:
 
 def table_versions() -> dict[str, str]:
     """Per table a ClusterListing is read from, the version `cluster_fingerprint` digests."""
-    out: dict[str, str] = {}
+    # One statement of scalar subqueries, one aggregate each: a lone MAX over an indexed column
+    # is one index lookup (synced_at is indexed for this), where one SELECT of COUNT and two MAXes
+    # scanned every row of every table: 100 ms per question at 5,000 nodes.
+    quote = connection.ops.quote_name
+    parts = []
     for model in FINGERPRINT_MODELS:
-        row = model.objects.aggregate(rows=Count("pk"), last=Max("synced_at"), top=Max("pk"))
-        last = row["last"].isoformat() if row["last"] is not None else ""
-        out[model._meta.label] = f"{row['rows']}:{last}:{row['top']}"
+        table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
+        parts += [
+            f"(SELECT COUNT(*) FROM {table})",
+            f"(SELECT MAX({quote('synced_at')}) FROM {table})",
+            f"(SELECT MAX({pk}) FROM {table})",
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(parts)}")
+        (row,) = cursor.fetchall()
+    out: dict[str, str] = {}
+    for index, model in enumerate(FINGERPRINT_MODELS):
+        rows, last, top = row[3 * index : 3 * index + 3]
+        # Only compared with versions read the same way: the driver's own text of the time.
+        out[model._meta.label] = f"{rows}:{last if last is not None else ''}:{top}"
     return out
 
 
