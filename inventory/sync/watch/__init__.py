@@ -23,7 +23,7 @@ from inventory.sync.watch.runner import (
     serve_kind,
     start_watchers,
 )
-from inventory.sync.watch.sink import Cursor, LostOwnership, Sink
+from inventory.sync.watch.sink import Cursor, Listing, LostOwnership, Sink
 from inventory.sync.watch.state import write_guard
 from inventory.sync.watch.store import DatabaseSink
 
@@ -35,6 +35,7 @@ __all__ = [
     "DatabaseSink",
     "EventSource",
     "KindWatcher",
+    "Listing",
     "LockKeeper",
     "LostOwnership",
     "RateMeter",

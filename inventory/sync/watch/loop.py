@@ -27,7 +27,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ from inventory.sync.watch.events import (
     batch_events,
     initial_events,
 )
-from inventory.sync.watch.sink import LostOwnership, Sink
+from inventory.sync.watch.sink import Listing, LostOwnership, Sink
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +381,14 @@ class KindWatcher:
             return None
         self.watch_list = True
         try:
-            self._replace(initial.items, initial.resource_version)
+            count = len(initial.items)
+            listing = Listing(
+                items=_handed_over(initial.items),
+                resource_version=initial.resource_version,
+                pages=1,
+                largest_page=count,
+            )
+            self._replace(listing)
         except BaseException:
             # A failed write (database down) must not leave the stream and its reader open.
             source.close()
@@ -389,55 +396,70 @@ class KindWatcher:
         return source
 
     def relist(self) -> None:
-        """List every object (paginated) and make the database equal to the list."""
-        assert self.client is not None and self.version is not None
-        items, list_version = self._list_all()
-        self._replace(items, list_version)
+        """List every object (paginated) and make the database equal to the list.
 
-    def _replace(self, items: list[JSON], list_version: str) -> None:
+        Pages stream into the sink's replace, which fetches the next one as it writes (one
+        page held here, not the list). A continue token that expires mid-list (410) aborts
+        the replace, which leaves the stored objects as they were, and the list starts over.
+        """
+        assert self.client is not None and self.version is not None
+        for attempt in range(self.options.list_attempts):
+            listing = Listing(items=())
+            listing.items = self._list_pages(listing)
+            try:
+                self._replace(listing)
+                return
+            except ApiStatusError as exc:
+                if not exc.gone or listing.pages == 0 or attempt == self.options.list_attempts - 1:
+                    raise
+                log.info("%s: list continue expired, listing again", self.kind)
+
+    def _replace(self, listing: Listing) -> None:
         assert self.version is not None
-        count = len(items)
-        self.sink.replace(
-            items,
-            resource_version=list_version,
-            served_version=self.version,
-            cluster_uid=self.cluster_uid,
-        )
-        self.cursor = list_version
+        self.sink.replace(listing, served_version=self.version, cluster_uid=self.cluster_uid)
+        self.cursor = listing.resource_version
         self._stored_version = self.version
         self.need_list = False
         self.lists += 1
-        log.info("%s: listed %d objects at %s", self.kind, count, list_version)
+        log.info(
+            "%s: listed at %s (%d page(s), at most %d objects each)",
+            self.kind,
+            listing.resource_version,
+            listing.pages,
+            listing.largest_page,
+        )
 
-    def _list_all(self) -> tuple[list[JSON], str]:
+    def _list_pages(self, listing: Listing) -> Iterator[JSON]:
+        """The objects of a paginated list, a page fetched when the previous one is used up.
+
+        Each object is handed over (its slot in the page emptied), so the page held here
+        shrinks as the sink writes; the list's resourceVersion is set on `listing` at the end.
+        """
         assert self.client is not None and self.version is not None
         path = self.spec.path(self.version)
         api_version = self.spec.api_version(self.version)
-        for attempt in range(self.options.list_attempts):
-            items: list[JSON] = []
-            token = ""
-            try:
-                while True:
-                    query: dict[str, str | int | bool] = {"limit": self.options.page_size}
-                    if token:
-                        query["continue"] = token
-                    page = self.client.get(path, query)
-                    for item in page.get("items") or []:
-                        if isinstance(item, dict):
-                            # List items come without TypeMeta: the list's is theirs.
-                            item.setdefault("kind", self.kind)
-                            item.setdefault("apiVersion", api_version)
-                            items.append(item)
-                    meta = page.get("metadata") or {}
-                    token = str(meta.get("continue") or "")
-                    if not token:
-                        return items, str(meta.get("resourceVersion") or "")
-            except ApiStatusError as exc:
-                # A continue token that expired mid-list: start the list over.
-                if not exc.gone or not token or attempt == self.options.list_attempts - 1:
-                    raise
-                log.info("%s: list continue expired, listing again", self.kind)
-        raise AssertionError("unreachable")
+        token = ""
+        while True:
+            query: dict[str, str | int | bool] = {"limit": self.options.page_size}
+            if token:
+                query["continue"] = token
+            page = self.client.get(path, query)
+            items = page.get("items") or []
+            meta = page.get("metadata") or {}
+            del page
+            listing.pages += 1
+            listing.largest_page = max(listing.largest_page, len(items))
+            for index, item in enumerate(items):
+                items[index] = None
+                if isinstance(item, dict):
+                    # List items come without TypeMeta: the list's is theirs.
+                    item.setdefault("kind", self.kind)
+                    item.setdefault("apiVersion", api_version)
+                    yield item
+            token = str(meta.get("continue") or "")
+            if not token:
+                listing.resource_version = str(meta.get("resourceVersion") or "")
+                return
 
     def _timeout(self, deadline: float | None) -> int:
         timeout = self.options.timeout_seconds
@@ -507,3 +529,11 @@ class KindWatcher:
             return
         self.sink.bookmark(rate=self.rate.add(0))
         self._last_beat = time.monotonic()
+
+
+def _handed_over(items: list[JSON]) -> Iterator[JSON]:
+    """A list's items, emptying it, so each can be freed once the sink has written it."""
+    queue = deque(items)
+    items.clear()
+    while queue:
+        yield queue.popleft()

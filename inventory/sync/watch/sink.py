@@ -12,6 +12,7 @@ wrong, which cluster answers): the loop reports, the sink stores and publishes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +33,23 @@ class Cursor:
     valid: bool = False
 
 
+@dataclass
+class Listing:
+    """The whole state of a kind as the loop hands it to `Sink.replace`.
+
+    `items` is read once: a paginated list yields each page's objects while the sink writes
+    them and fetches the next page only then, so the loop holds one page, never the list
+    (client-go's reflector holds the whole list before `Replace`; 150,000 pods are ~800 MB).
+    `resource_version` is the list's, known once `items` has been read to its end. `pages` and
+    `largest_page` count what was fetched so far, for the log and for tests of that bound.
+    """
+
+    items: Iterable[JSON]
+    resource_version: str = ""
+    pages: int = 0
+    largest_page: int = 0
+
+
 class Sink(Protocol):
     """The store a `KindWatcher` writes one kind into; see the module docstring."""
 
@@ -41,15 +59,13 @@ class Sink(Protocol):
     def close(self) -> None:
         """This watcher stops; never raises for a kind another watcher took."""
 
-    def replace(
-        self,
-        items: list[JSON],
-        *,
-        resource_version: str,
-        served_version: str,
-        cluster_uid: str,
-    ) -> None:
-        """Make the stored objects equal to `items` (emptying the list) and store the cursor."""
+    def replace(self, listing: Listing, *, served_version: str, cluster_uid: str) -> None:
+        """Make the stored objects equal to the listing's, atomically, and store its cursor.
+
+        The listing's objects are read once, as they come (a paginated list fetches its next
+        page when the sink asks for more); an error while reading them (a page the server
+        refused) must leave what was stored before untouched.
+        """
 
     def apply(self, events: list[tuple[str, JSON]], *, resource_version: str, rate: float) -> None:
         """Apply one batch of watch events and store its cursor, in one transaction."""

@@ -11,9 +11,9 @@ import logging
 
 from django.db import close_old_connections, transaction
 
-from inventory.sync import apply_events, handed_over, replace_all
+from inventory.sync import apply_events, replace_all
 from inventory.sync.watch import state
-from inventory.sync.watch.sink import JSON, Cursor
+from inventory.sync.watch.sink import JSON, Cursor, Listing
 
 log = logging.getLogger(__name__)
 
@@ -39,22 +39,18 @@ class DatabaseSink:
         with state.write_guard():
             state.release_kind(self.kind, watcher=self.watcher)
 
-    def replace(
-        self,
-        items: list[JSON],
-        *,
-        resource_version: str,
-        served_version: str,
-        cluster_uid: str,
-    ) -> None:
+    def replace(self, listing: Listing, *, served_version: str, cluster_uid: str) -> None:
         close_old_connections()
+        # One transaction for the whole list, its pages fetched while it is open: readers see
+        # the old objects until the commit, and a page the server refuses rolls it all back.
+        # On SQLite the write guard is held meanwhile, as SQLite has one writer anyway.
         with state.write_guard(), transaction.atomic():
-            replace_all(self.kind, ((raw, None) for raw in handed_over(items)))
+            replace_all(self.kind, ((raw, None) for raw in listing.items))
             state.record_list(
                 self.kind,
                 watcher=self.watcher,
                 served_version=served_version,
-                resource_version=resource_version,
+                resource_version=listing.resource_version,
                 cluster_uid=cluster_uid,
             )
 

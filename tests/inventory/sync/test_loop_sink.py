@@ -17,7 +17,7 @@ import pytest
 from dralib.kube.client import load_client
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
-from inventory.sync.watch import Cursor, KindWatcher, Sink
+from inventory.sync.watch import Cursor, KindWatcher, Listing, Sink
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import FAST, wait_for
 
@@ -46,14 +46,11 @@ class MemorySink:
     def close(self) -> None:
         self.calls.append("close")
 
-    def replace(
-        self, items: list[JSON], *, resource_version: str, served_version: str, cluster_uid: str
-    ) -> None:
+    def replace(self, listing: Listing, *, served_version: str, cluster_uid: str) -> None:
         with self.lock:
             self.calls.append("replace")
-            self.objects = {self.key(obj): obj for obj in items}
-            items.clear()  # as a sink may: it takes the list over
-            self.cursor, self.cluster_uid = resource_version, cluster_uid
+            self.objects = {self.key(obj): obj for obj in listing.items}
+            self.cursor, self.cluster_uid = listing.resource_version, cluster_uid
 
     def apply(self, events: list[tuple[str, JSON]], *, resource_version: str, rate: float) -> None:
         with self.lock:
