@@ -127,12 +127,28 @@ def _name(node: Mapping[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("name") or "")
 
 
+# `status.allocatable` (its items) -> its units: nodes of one kind publish the same values, and
+# every question read every node's again (a fifth of a what-if after a change at 5,000 nodes).
+_units_of: dict[tuple[tuple[Any, Any], ...], dict[str, int]] = {}
+_UNITS_KEPT = 10_000
+
+
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, int] | None:
-    """The node's allocatable in the scheduler's units; None when the node publishes none."""
+    """The node's allocatable in the scheduler's units; None when the node publishes none.
+    The result is shared by every node with the same values: read it, never change it."""
     allocatable = (node.get("status") or {}).get("allocatable")
     if not isinstance(allocatable, Mapping):
         return None
-    return allocatable_units(allocatable)
+    key = tuple(allocatable.items())
+    try:
+        found = _units_of.get(key)
+    except TypeError:  # a value that is no quantity text (unhashable): read it every time
+        return allocatable_units(allocatable)
+    if found is None:
+        if len(_units_of) >= _UNITS_KEPT:
+            _units_of.clear()
+        found = _units_of[key] = allocatable_units(allocatable)
+    return found
 
 
 def resource_reasons(
