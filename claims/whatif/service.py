@@ -244,9 +244,7 @@ def warm_live_simulation() -> int:
     state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
     sim = Simulation(build_view(state, slice_cache, ()), features=options.feature_set())
     sim.keep_verdicts()
-    for node in sim.view.nodes:
-        # Pools depend only on the node and its slices: gathered now, reused by every question.
-        sim.allocator.new_run(node, ())
+    sim.prepare_nodes()
     with _simulations_lock:
         if key not in _live:
             _keep_live(key, sim)
