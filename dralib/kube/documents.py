@@ -332,20 +332,82 @@ class _Loader(_Parser):  # type: ignore[misc]
         return DocumentError(reason, source=self.source, document=self.document_index, line=line)
 
     def documents(self) -> Iterator[Document]:
-        get_event = self.get_event
-        get_event()  # StreamStartEvent
-        while True:
-            start = get_event()
-            if type(start) is yaml.StreamEndEvent:
-                return
-            self.document_index += 1
-            if self.document_index > self.limits.max_documents:
-                raise self.fail(f"more than {self.limits.max_documents} documents", start)
-            self.document_line = start.start_mark.line + 1 if start.start_mark else 0
-            value = self._value(get_event(), 1)
-            get_event()  # DocumentEndEvent
+        while (event := self._document_start()) is not None:
+            value = self._value(event, 1)
+            self.get_event()  # DocumentEndEvent
             if value is not None:
                 yield Document(self.document_index, self.document_line, value)
+
+    def objects(self) -> Iterator[tuple[int, str, Any]]:
+        """(document index, path, object) as `list_items` gives them, for every document.
+
+        A `List` document's items are built and handed out one at a time (a snapshot is often
+        one List: built whole, it is the whole cluster at once); other documents are built whole.
+        """
+        while (event := self._document_start()) is not None:
+            if type(event) is yaml.MappingStartEvent:
+                yield from self._list_items(event)
+            else:
+                value = self._value(event, 1)
+                if value is not None:
+                    for path, item in list_items(value, consume=True):
+                        yield self.document_index, path, item
+            self.get_event()  # DocumentEndEvent
+
+    def _document_start(self) -> Any:
+        """The first event of the next document's value; None at the end of the stream."""
+        if self.document_index == 0 and self.check_event(yaml.StreamStartEvent):
+            self.get_event()
+        start = self.get_event()
+        if type(start) is yaml.StreamEndEvent:
+            return None
+        self.document_index += 1
+        if self.document_index > self.limits.max_documents:
+            raise self.fail(f"more than {self.limits.max_documents} documents", start)
+        self.document_line = start.start_mark.line + 1 if start.start_mark else 0
+        return self.get_event()
+
+    def _list_items(self, event: Any) -> Iterator[tuple[int, str, Any]]:
+        """A mapping document; its `items` streamed when its kind (known by then) is a list."""
+        self._count(event)
+        self._collection_tag(event, yaml.MappingNode, _MAP_TAG)
+        get_event = self.get_event
+        head: dict[str, Any] = {}
+        streamed = False
+        while True:
+            key_event = get_event()
+            if type(key_event) is yaml.MappingEndEvent:
+                break
+            key = self._key(key_event, 2)
+            if key in head or (streamed and key == "items"):
+                raise self.fail(f"duplicate key {key!r}", key_event)
+            value_event = get_event()
+            kind = head.get("kind")
+            if (
+                key == "items"
+                and type(value_event) is yaml.SequenceStartEvent
+                and isinstance(kind, str)
+                and kind.endswith("List")
+                and (kind == "List" or "apiVersion" in head)
+            ):
+                streamed = True
+                self._count(value_event)
+                self._collection_tag(value_event, yaml.SequenceNode, _SEQ_TAG)
+                position = 0
+                while type(item_event := get_event()) is not yaml.SequenceEndEvent:
+                    entry = self._value(item_event, 3)
+                    if isinstance(entry, Mapping) and "kind" not in entry and kind != "List":
+                        entry = {"apiVersion": head.get("apiVersion"), "kind": kind[:-4], **entry}
+                    yield self.document_index, f"items[{position}]", entry
+                    position += 1
+                continue
+            head[key] = self._value(value_event, 2)
+        if not streamed:
+            try:
+                for path, item in list_items(head, consume=True):
+                    yield self.document_index, path, item
+            except DocumentError as exc:
+                raise self.fail(exc.reason, event) from exc
 
     def _count(self, event: Any) -> None:
         if getattr(event, "anchor", None) is not None:
@@ -465,8 +527,23 @@ def _load_yaml(
     text: str, *, source: str, limits: Limits, loader_class: Any = _Loader
 ) -> Iterator[Document]:
     loader = loader_class(text, source=source, limits=limits)
+    yield from _yaml_errors(loader, loader.documents(), source=source, limits=limits)
+
+
+def yaml_objects(
+    text: str, *, source: str = "", limits: Limits = DEFAULT_LIMITS, loader_class: Any = None
+) -> Iterator[tuple[int, str, Any]]:
+    """(document index, path, object) of a YAML stream; a List's items built one at a time."""
+    loader = (loader_class or _Loader)(text, source=source, limits=limits)
+    yield from _yaml_errors(loader, loader.objects(), source=source, limits=limits)
+
+
+def _yaml_errors(
+    loader: Any, values: Iterator[Any], *, source: str, limits: Limits
+) -> Iterator[Any]:
+    """`values`, with the parser's errors turned into DocumentErrors naming document and line."""
     try:
-        yield from loader.documents()
+        yield from values
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -2,11 +2,12 @@
 
 `load_documents` builds each document whole; a JSON snapshot is one document, a `List` whose
 `items` hold the whole cluster, so building it whole holds every object at once (a 200 MB file
-becomes over a GB of Python values). `iter_objects` reads a JSON `List` item by item from the
+becomes over a GB of Python values). `iter_objects` reads a `List` item by item from the
 text instead, with the same bounds and messages as `load_documents`: each item is built,
 checked (depth, the input's running count of values, lone surrogates) and handed out before the
-next is read. Any other JSON value and every YAML stream go through `load_documents` and
-`list_items` unchanged (YAML is already built one document at a time).
+next is read. JSON is walked here; YAML by the bounded loader's `objects()`
+(`documents.yaml_objects`). Other JSON values (an array, an object with `items` before `kind`)
+are read by `load_documents` and `list_items`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dralib.kube.documents import (
     decode,
     list_items,
     load_documents,
+    yaml_objects,
 )
 
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -127,7 +129,12 @@ def _json_list(reader: _JsonReader, start: int) -> Iterator[tuple[str, Any]]:
             raise reader.problem(index, "Expecting property name enclosed in double quotes")
         index = reader.expect(index, ":")
         kind = head.get("kind")
-        listed = isinstance(kind, str) and kind.endswith("List")
+        # A typed list's items take its apiVersion: stream them only once it is known.
+        listed = (
+            isinstance(kind, str)
+            and kind.endswith("List")
+            and (kind == "List" or "apiVersion" in head)
+        )
         index = reader.skip(index)
         if key == "items" and listed and not streamed and text[index : index + 1] == "[":
             streamed = True
@@ -175,8 +182,12 @@ def iter_objects(
     text = decode(data, source=source, limits=limits)
     del data
     stripped_at = _SPACE.match(text).end()  # type: ignore[union-attr]
-    if text[stripped_at : stripped_at + 1] != "{":
+    first = text[stripped_at : stripped_at + 1]
+    if first == "[":
         yield from _from_documents(text, source=source, limits=limits)
+        return
+    if first != "{":
+        yield from yaml_objects(text, source=source, limits=limits)
         return
     reader = _JsonReader(text, source=source, limits=limits)
     handed_out = False

@@ -83,3 +83,40 @@ def test_bad_input_is_refused_with_its_reason(text: str, message: str) -> None:
     """NaN, trailing data, lone surrogates, depth and a repeated key are refused."""
     with pytest.raises(DocumentError, match=message):
         list(iter_objects(text, source="s.json"))
+
+
+def test_a_yaml_list_comes_out_one_item_at_a_time() -> None:
+    """The first item of a YAML List is handed out before a broken later one is parsed."""
+    text = "apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n- [\n"
+    objects = iter_objects(text, source="s.yaml")
+    assert next(objects) == (1, "items[0]", {"kind": "Node", "metadata": {"name": "a"}})
+    with pytest.raises(DocumentError, match=r"^s\.yaml document 1 line \d+: invalid YAML"):
+        next(objects)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSliceList\nitems:\n"
+        "- metadata: {name: s1}\n- metadata: {name: s2}\nmetadata: {resourceVersion: '7'}\n",
+        "kind: ResourceSliceList\nitems:\n- metadata: {name: s1}\napiVersion: resource.k8s.io/v1\n",
+        "kind: List\nitems: []\n---\n\n---\nkind: Node\nmetadata: {name: b}\n",
+    ],
+)
+def test_yaml_lists_read_as_load_documents_reads_them(text: str) -> None:
+    """Typed lists (apiVersion before or after the items), empty lists and documents."""
+    expected = [
+        (d.index, path, item) for d in load_documents(text) for path, item in list_items(d.value)
+    ]
+    assert list(iter_objects(text)) == expected
+
+
+def test_a_yaml_list_keeps_the_bounds() -> None:
+    """Duplicate items, aliases and the count of values are refused while streaming."""
+    with pytest.raises(DocumentError, match="duplicate key 'items'"):
+        list(iter_objects("kind: List\nitems: []\nitems: []\n"))
+    with pytest.raises(DocumentError, match="anchor"):
+        list(iter_objects("kind: List\nitems:\n- &a {kind: Node}\n- *a\n"))
+    many = "kind: List\nitems:\n" + "".join(f"- {{kind: Node, n: {i}}}\n" for i in range(10))
+    with pytest.raises(DocumentError, match="more than 25 values"):
+        list(iter_objects(many, limits=Limits(max_nodes=25)))
