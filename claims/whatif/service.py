@@ -72,10 +72,12 @@ _live: OrderedDict[str, Simulation] = OrderedDict()
 _LIVE_KEPT = 2
 _LIVE_WAIT_SECONDS = 2.0
 _CACHE_PREFIX = "whatif:result:"
-# The latest answers this process made, decoded, by cache key: a repeated question is served
-# without decoding megabytes of JSON again (200-400 ms at 5,000 nodes); the Django cache stays
-# the store every process shares. Bounded by the answers' JSON size, not only their number.
-_answers: OrderedDict[str, tuple[JSON, int]] = OrderedDict()
+# The latest answers this process made, as their JSON bytes, by cache key: a repeated question
+# is decoded once, not unpickled and decoded twice from the cache (200-400 ms at 5,000 nodes);
+# the Django cache stays the store every process shares. Bytes, not the decoded answer: they
+# hold no object the cyclic collector walks on every full collection, and nobody reading an
+# answer can change the kept one. Bounded by their size, not only their number.
+_answers: OrderedDict[str, bytes] = OrderedDict()
 _answers_lock = threading.Lock()
 _ANSWERS_KEPT = 8
 _ANSWERS_KEPT_BYTES = 16 * 1024 * 1024
@@ -454,14 +456,11 @@ def what_if(
         ],
     )
     if use_cache:
-        hit = _kept_answer(key)
-        if hit is None:
+        text: str | bytes | None = _kept_answer(key)
+        if text is None:
             text = cache.get(key)
-            hit = orjson.loads(text) if isinstance(text, str) else None
-        if hit is not None:
-            # A copy of the top level: the lists and objects inside are shared with the kept
-            # answer and, like a listing's objects, never changed by those who read them.
-            answer = dict(hit)
+        if isinstance(text, (str, bytes)):
+            answer = orjson.loads(text)
             answer["cluster"] = label
             answer["cached"] = True
             answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
@@ -510,31 +509,30 @@ def what_if(
     if use_cache:
         # One JSON text: a megabyte answer is written and read by orjson several times faster
         # than the cache's own JSON serializer would (it only escapes one string then).
-        text = orjson.dumps(answer).decode()
-        cache.set(key, text, RESULT_CACHE_SECONDS)
-        _keep_answer(key, answer, len(text))
+        data = orjson.dumps(answer)
+        cache.set(key, data.decode(), RESULT_CACHE_SECONDS)
+        _keep_answer(key, data)
     answer = dict(answer)
     answer["cached"] = False
     observe_whatif_seconds(time.perf_counter() - started)
     return answer
 
 
-def _kept_answer(key: str) -> JSON | None:
+def _kept_answer(key: str) -> bytes | None:
     with _answers_lock:
         found = _answers.get(key)
-        if found is None:
-            return None
-        _answers.move_to_end(key)
-        return found[0]
+        if found is not None:
+            _answers.move_to_end(key)
+        return found
 
 
-def _keep_answer(key: str, answer: JSON, size: int) -> None:
-    if size > _ANSWERS_KEPT_BYTES:
+def _keep_answer(key: str, data: bytes) -> None:
+    if len(data) > _ANSWERS_KEPT_BYTES:
         return
     with _answers_lock:
-        _answers[key] = (answer, size)
+        _answers[key] = data
         _answers.move_to_end(key)
-        while len(_answers) > _ANSWERS_KEPT or sum(n for _, n in _answers.values()) > (
+        while len(_answers) > _ANSWERS_KEPT or sum(map(len, _answers.values())) > (
             _ANSWERS_KEPT_BYTES
         ):
             _answers.popitem(last=False)
