@@ -1,4 +1,5 @@
-"""The simulations with assumptions a process keeps for reuse, bounded in number and in devices.
+"""What a process keeps for reuse: simulations with assumptions, bounded in number and in
+devices, and the latest answers as JSON bytes (`KeptAnswers`), bounded in number and bytes.
 
 A repeated what-if with the same assumptions reuses the simulation built for it (its pools for
 every node), so a few are kept, most recent first. Beyond what the cluster itself costs, each
@@ -18,7 +19,7 @@ from claims.whatif.inputs import JSON
 from claims.whatif.simulation import Simulation
 from claims.whatif.state import ClusterView
 
-__all__ = ["KeptSimulations", "assumed_slices"]
+__all__ = ["KeptAnswers", "KeptSimulations", "assumed_slices"]
 
 
 def assumed_slices(view: ClusterView, cluster_slices: Sequence[JSON]) -> list[JSON]:
@@ -94,3 +95,47 @@ class KeptSimulations:
 
     def _devices_kept(self) -> int:
         return sum(devices for devices, _ in self._assumed.values())
+
+
+class KeptAnswers:
+    """The latest answers as their JSON bytes, by cache key, most recently asked last.
+
+    A repeated question is decoded once from them, not unpickled and decoded twice from the
+    Django cache (200-400 ms at 5,000 nodes); the cache stays the store every process shares.
+    Bytes, not decoded answers: they hold no object the cyclic collector walks on every full
+    collection, and nobody reading an answer can change the kept one.
+    """
+
+    def __init__(self, *, limit: int, max_bytes: int) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self._answers: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            found = self._answers.get(key)
+            if found is not None:
+                self._answers.move_to_end(key)
+            return found
+
+    def keep(self, key: str, data: bytes) -> None:
+        """Keep `data` (one answer over `max_bytes` is not kept); the least recently asked go
+        past the bounds."""
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            self._answers[key] = data
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.limit or self.size() > self.max_bytes:
+                self._answers.popitem(last=False)
+
+    def size(self) -> int:
+        return sum(map(len, self._answers.values()))
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._answers.clear()

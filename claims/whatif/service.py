@@ -26,7 +26,7 @@ from claims.whatif.engine import Progress, Simulation, evaluate, select_nodes
 from claims.whatif.extended import class_mapping
 from claims.whatif.follow import view_change
 from claims.whatif.inputs import JSON, InputClaim
-from claims.whatif.kept import KeptSimulations, assumed_slices
+from claims.whatif.kept import KeptAnswers, KeptSimulations, assumed_slices
 from claims.whatif.listing import fingerprint_of, table_versions
 from claims.whatif.nodefilter import check_all, not_modelled
 from claims.whatif.nodefit import NodeLedger, PodDemand
@@ -72,15 +72,8 @@ _live: OrderedDict[str, Simulation] = OrderedDict()
 _LIVE_KEPT = 2
 _LIVE_WAIT_SECONDS = 2.0
 _CACHE_PREFIX = "whatif:result:"
-# The latest answers this process made, as their JSON bytes, by cache key: a repeated question
-# is decoded once, not unpickled and decoded twice from the cache (200-400 ms at 5,000 nodes);
-# the Django cache stays the store every process shares. Bytes, not the decoded answer: they
-# hold no object the cyclic collector walks on every full collection, and nobody reading an
-# answer can change the kept one. Bounded by their size, not only their number.
-_answers: OrderedDict[str, bytes] = OrderedDict()
-_answers_lock = threading.Lock()
-_ANSWERS_KEPT = 8
-_ANSWERS_KEPT_BYTES = 16 * 1024 * 1024
+# The latest answers, as JSON bytes (see KeptAnswers); at most 16 MB of them.
+_answers = KeptAnswers(limit=8, max_bytes=16 * 1024 * 1024)
 
 
 def lookup_object(*, kind: str, namespace: str, name: str) -> JSON | None:
@@ -268,8 +261,7 @@ def forget_simulations() -> None:
     _simulations.clear()
     with _simulations_lock:
         _live.clear()
-    with _answers_lock:
-        _answers.clear()
+    _answers.clear()
 
 
 def _cache_key(
@@ -456,7 +448,7 @@ def what_if(
         ],
     )
     if use_cache:
-        text: str | bytes | None = _kept_answer(key)
+        text: str | bytes | None = _answers.get(key)
         if text is None:
             text = cache.get(key)
         if isinstance(text, (str, bytes)):
@@ -511,31 +503,11 @@ def what_if(
         # than the cache's own JSON serializer would (it only escapes one string then).
         data = orjson.dumps(answer)
         cache.set(key, data.decode(), RESULT_CACHE_SECONDS)
-        _keep_answer(key, data)
+        _answers.keep(key, data)
     answer = dict(answer)
     answer["cached"] = False
     observe_whatif_seconds(time.perf_counter() - started)
     return answer
-
-
-def _kept_answer(key: str) -> bytes | None:
-    with _answers_lock:
-        found = _answers.get(key)
-        if found is not None:
-            _answers.move_to_end(key)
-        return found
-
-
-def _keep_answer(key: str, data: bytes) -> None:
-    if len(data) > _ANSWERS_KEPT_BYTES:
-        return
-    with _answers_lock:
-        _answers[key] = data
-        _answers.move_to_end(key)
-        while len(_answers) > _ANSWERS_KEPT or sum(map(len, _answers.values())) > (
-            _ANSWERS_KEPT_BYTES
-        ):
-            _answers.popitem(last=False)
 
 
 def current_state() -> tuple[dict[str, str] | None, str, JSON]:

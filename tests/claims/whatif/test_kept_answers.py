@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from claims.whatif import service
+from claims.whatif.kept import KeptAnswers
 from claims.whatif.service import forget_simulations, what_if
 from inventory.sync import upsert_events
 from tests.claims.whatif.helpers import claim_yaml
@@ -53,14 +53,20 @@ def test_kept_answer_not_served_after_a_change(demo) -> None:
     assert what_if(source)["cached"] is False
 
 
-def test_kept_answers_bounded(demo, monkeypatch) -> None:
-    """Past the bound in number or in bytes, the least recently asked answers go."""
-    monkeypatch.setattr(service, "_ANSWERS_KEPT", 3)
+def test_kept_answers_bounded() -> None:
+    """Past the bound in number or in bytes, the least recently asked answers go; one answer
+    over the byte bound is not kept."""
+    kept = KeptAnswers(limit=3, max_bytes=100)
     for index in range(5):
-        what_if(claim_yaml(name=f"bounded-{index}", count=1))
-    assert len(service._answers) == 3
-    size = max(map(len, service._answers.values()))
-    monkeypatch.setattr(service, "_ANSWERS_KEPT_BYTES", 2 * size)
-    what_if(claim_yaml(name="bounded-last", count=1))
-    assert len(service._answers) <= 2
-    assert sum(map(len, service._answers.values())) <= 2 * size
+        kept.keep(f"k{index}", b"x" * 10)
+    assert len(kept) == 3
+    assert kept.get("k0") is None
+    assert kept.get("k2") == b"x" * 10  # now the most recently asked
+    kept.keep("big", b"y" * 80)
+    assert kept.size() <= 100
+    # 110 bytes: the least recently asked (k3) goes, k2 (asked since) stays.
+    assert kept.get("k3") is None
+    assert kept.get("k2") == b"x" * 10
+    assert kept.get("big") == b"y" * 80
+    kept.keep("huge", b"z" * 101)
+    assert kept.get("huge") is None
