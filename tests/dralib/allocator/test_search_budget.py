@@ -55,16 +55,16 @@ def _pathological_claim() -> dict[str, Any]:
 def test_deadline_stops_an_exponential_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """A search with no solution stops with AllocationTimeout at its first check past the deadline.
 
-    Each clock reading is a tenth of a second: a 0.5 s budget is five readings (the start and
-    the check before any step take two), so the search ends at its third check after steps
-    began, about 3 * CHECK_EVERY steps in; an exhaustive search would take millions.
+    Each clock reading is a tenth of a second: a 0.5 s budget is five readings (the check
+    before any step is the start, and takes one), so the search ends at its fourth check after
+    steps began, about 4 * CHECK_EVERY steps in; an exhaustive search would take millions.
     """
     ticking = clock.install(monkeypatch, budget, tick=0.1)
     allocator = Allocator(classes=CLASSES, slices=_slices(8), deadline=ticking.now + 0.5)
     with pytest.raises(AllocationTimeout) as caught:
         allocator.allocate(NODE, [_pathological_claim()])
     assert ticking.readings == 5
-    assert 3 * CHECK_EVERY <= caught.value.steps < 4 * CHECK_EVERY
+    assert 4 * CHECK_EVERY <= caught.value.steps < 5 * CHECK_EVERY
     assert caught.value.elapsed == pytest.approx(0.4)
     assert caught.value.cancelled is False
     assert caught.value.claims_total == 1
