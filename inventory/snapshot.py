@@ -77,6 +77,14 @@ def _compact(item: Mapping[str, Any]) -> bytes | JSON:
     return zlib.compress(text, 1)
 
 
+def _pair(parsed: ParsedObject) -> tuple[JSON, JSON]:
+    """(raw, normalized) of a parsed object, two separate values as the writer expects."""
+    if parsed.obj is parsed.raw and isinstance(parsed.raw, bytes):
+        text = zlib.decompress(parsed.raw)
+        return orjson.loads(text), orjson.loads(text)
+    return _expanded(parsed.raw), _expanded(parsed.obj)
+
+
 def _expanded(raw: bytes | JSON) -> JSON:
     if isinstance(raw, bytes):
         value: JSON = orjson.loads(zlib.decompress(raw))
@@ -214,7 +222,7 @@ def parse_texts(
             if uid:
                 uids[uid] = where
             raw = _compact(item)
-            normalized = raw if obj == item else _compact(obj)
+            normalized = raw if isinstance(raw, bytes) and obj == item else _compact(obj)
             parsed.append(ParsedObject(where, obj["kind"], raw, normalized))
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
@@ -248,7 +256,7 @@ def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merg
     with transaction.atomic():
         for kind in order:
             count = len(by_kind[kind])
-            pairs = ((_expanded(p.raw), _expanded(p.obj)) for p in handed_over(by_kind[kind]))
+            pairs = (_pair(p) for p in handed_over(by_kind[kind]))
             # Published once at the end, coarsely: per-id events of a whole snapshot are
             # larger than any page needs.
             if merge:

@@ -281,3 +281,21 @@ def test_list_items_can_hand_each_item_over() -> None:
     assert seen[0] == ("items[0]", "Pod", [{"kind": "Pod"}, {"kind": "Node"}])
     assert seen[1] == ("items[1]", "Node", [None, {"kind": "Node"}])
     assert listed["items"] == [None, None]
+
+
+@pytest.mark.django_db
+def test_a_json_list_keeps_fields_newer_than_our_code_and_integers_past_64_bits():
+    """Objects held compressed until written come back whole, a 70-bit integer included."""
+    huge = 2**70
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "big", "uid": "u-big"},
+        "spec": {"futureField": {"count": huge}},
+    }
+    plain = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "uid": "u-n"}}
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": [node, plain]})
+    report = import_texts([("big.json", text)])
+    assert report.objects["Node"] == 2
+    assert Node.objects.get(name="big").raw["spec"]["futureField"]["count"] == huge
+    assert Node.objects.get(name="n").raw == plain
