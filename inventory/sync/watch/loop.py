@@ -381,9 +381,9 @@ class KindWatcher:
             return None
         self.watch_list = True
         try:
-            count = len(initial.items)
+            count = len(initial.packed)
             listing = Listing(
-                items=_handed_over(initial.items),
+                items=initial.take(),
                 resource_version=initial.resource_version,
                 pages=1,
                 largest_page=count,
@@ -529,11 +529,3 @@ class KindWatcher:
             return
         self.sink.bookmark(rate=self.rate.add(0))
         self._last_beat = time.monotonic()
-
-
-def _handed_over(items: list[JSON]) -> Iterator[JSON]:
-    """A list's items, emptying it, so each can be freed once the sink has written it."""
-    queue = deque(items)
-    items.clear()
-    while queue:
-        yield queue.popleft()

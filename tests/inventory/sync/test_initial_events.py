@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dralib.kube.client import ApiStatusError, TransportError
@@ -102,3 +104,29 @@ def test_expired_watch_is_gone_with_or_without_the_oldest_version(message: str) 
     with pytest.raises(ApiStatusError) as caught:
         next(batches)
     assert caught.value.gone and caught.value.message == message
+
+
+def test_the_state_is_held_compressed_and_handed_out_once() -> None:
+    """200 similar pods are held in fewer bytes than their JSON; `take` empties the hold."""
+    pods = []
+    for i in range(200):
+        pod = event("ADDED", f"pod-{i:03}", i + 1)
+        pod["object"]["spec"] = {
+            "nodeName": f"node-{i % 7}",
+            "containers": [{"name": "main", "image": "registry.example/app:1.2.3"}] * 3,
+        }
+        pods.append(pod)
+    huge = 2**70
+    pods[5]["object"]["spec"]["futureField"] = huge
+    state = initial_events(CannedSource([*pods, end_marker(900)]), **OPTIONS)
+    assert state is not None
+    held = sum(len(entry) for entry in state.packed)
+    as_json = sum(len(json.dumps(p["object"])) for p in pods)
+    assert held < as_json
+    taken = state.take()
+    first = next(taken)
+    assert first["metadata"]["name"] == "pod-000" and state.packed == []
+    rest = list(taken)
+    assert len(rest) == 199
+    # An integer past 64 bits comes back exact, not as a float.
+    assert rest[4]["spec"]["futureField"] == huge
