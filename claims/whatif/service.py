@@ -52,6 +52,7 @@ from claims.whatif.state import (
     settle_heap,
 )
 from dashboard.cancel import SHUTTING_DOWN, stop_reason
+from dashboard.gcpause import gc_paused
 from dashboard.timings import observe_whatif_seconds
 from inventory.freshness import SWITCHING, Freshness, cluster_freshness
 from inventory.models import DeviceClass, Namespace, SyncState
@@ -452,7 +453,11 @@ def what_if(
         if text is None:
             text = cache.get(key)
         if isinstance(text, (str, bytes)):
-            answer = orjson.loads(text)
+            # Decoded JSON holds no reference cycle, yet its many containers set off full
+            # collections that walk the whole resident state: 0.45 s of a 30 ms decode at 5,000
+            # nodes.
+            with gc_paused():
+                answer = orjson.loads(text)
             answer["cluster"] = label
             answer["cached"] = True
             answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
