@@ -154,25 +154,21 @@ class Simulation:
         )
 
     def prepare_nodes(self) -> int:
-        """Gather every node's pools and read what each device of them offers a search (its
-        checked fields, CEL domains and content key), which no question changes: a start-up
-        does it once so the first question does not. Returns how many devices were read."""
-        devices = 0
+        """Gather every node's pools, which no question changes: a start-up does it once so the
+        first question does not. Returns how many nodes were prepared.
+
+        What each device offers a search (checked fields, CEL domains, content key) is left to
+        the first search that reaches it: reading it for all 102,000 devices of the 5,000-node
+        demo cost 390 MB of resident memory to save a tenth of the first question.
+        """
+        prepared = 0
         for node in self.view.nodes:
             try:
-                run = self.allocator.new_run(NodeInfo.from_object(node), ())
+                self.allocator.new_run(NodeInfo.from_object(node), ())
             except AllocationError:
                 continue  # the question reports it for this node
-            for pool in run.pools:
-                for info in (*pool.slices, *pool.slices_not_targeting_node):
-                    for device in info.devices:
-                        try:
-                            device.content_key  # noqa: B018 - computed and kept on first read
-                            device.plain_domains  # noqa: B018
-                        except Exception:  # noqa: BLE001 - the search reports a bad device
-                            continue
-                        devices += 1
-        return devices
+            prepared += 1
+        return prepared
 
     def keep_verdicts(self) -> None:
         """Remember first verdicts per question and node from now on (see `follow`)."""
