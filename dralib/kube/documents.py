@@ -272,13 +272,19 @@ def _check_json(value: Any, text: str, *, source: str, limits: Limits) -> None:
     if _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text):
         check_value(value, source=source, limits=limits)
         return
+    count_values(value, depth=1, source=source, limits=limits)
+
+
+def count_values(value: Any, *, depth: int, source: str, limits: Limits) -> int:
+    """How many values `value` holds (itself included), the containers of what json.loads
+    makes walked without recursion; refuses nesting past the bound and more values than it."""
     if type(value) is not dict and type(value) is not list:
-        return
+        return 1
     nodes = 1
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[Any, int]] = [(value, depth)]
     while stack:
-        current, depth = stack.pop()
-        if depth > limits.max_depth:
+        current, level = stack.pop()
+        if level > limits.max_depth:
             raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
         entries = current.values() if type(current) is dict else current
         nodes += len(entries)
@@ -286,7 +292,8 @@ def _check_json(value: Any, text: str, *, source: str, limits: Limits) -> None:
             raise DocumentError(f"more than {limits.max_nodes} values", source=source)
         for entry in entries:
             if type(entry) is dict or type(entry) is list:
-                stack.append((entry, depth + 1))
+                stack.append((entry, level + 1))
+    return nodes
 
 
 def _check_text(text: str, *, source: str) -> None:

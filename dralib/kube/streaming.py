@@ -22,6 +22,7 @@ from dralib.kube.documents import (
     DocumentError,
     Limits,
     check_value,
+    count_values,
     decode,
     list_items,
     load_documents,
@@ -78,29 +79,9 @@ class _JsonReader:
                 source=self.source,
                 limits=Limits(max_depth=self.limits.max_depth - depth + 1, max_nodes=budget),
             )
-        self.nodes += _count(value, depth=depth, source=self.source, limits=self.limits)
+        self.nodes += count_values(value, depth=depth, source=self.source, limits=self.limits)
         if self.nodes > self.limits.max_nodes:
             raise DocumentError(f"more than {self.limits.max_nodes} values", source=self.source)
-
-
-def _count(value: Any, *, depth: int, source: str, limits: Limits) -> int:
-    """How many values `value` holds (itself included); refuses nesting past the bound."""
-    if type(value) is not dict and type(value) is not list:
-        return 1
-    nodes = 1
-    stack: list[tuple[Any, int]] = [(value, depth)]
-    while stack:
-        current, level = stack.pop()
-        if level > limits.max_depth:
-            raise DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
-        entries = current.values() if type(current) is dict else current
-        nodes += len(entries)
-        if nodes > limits.max_nodes:
-            raise DocumentError(f"more than {limits.max_nodes} values", source=source)
-        for entry in entries:
-            if type(entry) is dict or type(entry) is list:
-                stack.append((entry, level + 1))
-    return nodes
 
 
 def _json_list(reader: _JsonReader, start: int) -> Iterator[tuple[str, Any]]:
