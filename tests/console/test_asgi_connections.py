@@ -4,6 +4,7 @@ the request ends, or every request leaves one open until PostgreSQL refuses clie
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from django.db import connection
@@ -45,4 +46,16 @@ def test_requests_leave_no_database_connection_open(settings) -> None:
 
     statuses = asyncio.run(rounds())
     assert set(statuses) == {200}
-    assert _sessions() - before <= 5
+    assert _sessions_settled(before + 5) - before <= 5
+
+
+def _sessions_settled(bound: int) -> int:
+    """The open sessions once PostgreSQL has seen closed connections out: a backend whose client
+    closed leaves pg_stat_activity a moment later (17 of the last round's 40 were still listed
+    once, on a loaded machine). A leaked connection stays open, so a leak still fails."""
+    for _ in range(100):
+        count = _sessions()
+        if count <= bound:
+            return count
+        time.sleep(0.05)
+    return _sessions()
