@@ -214,7 +214,7 @@ def load_documents(
                 _load_yaml(text, source=source, limits=limits, loader_class=loader_class)
             )
         except DocumentError:
-            raise _json_problem(json_error, source=source, limits=limits) from json_error
+            raise json_problem(json_error, source=source, limits=limits) from json_error
         yield from documents
         return
     yield from _load_yaml(text, source=source, limits=limits, loader_class=loader_class)
@@ -224,7 +224,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _json_problem(exc: Exception, *, source: str, limits: Limits) -> DocumentError:
+def json_problem(exc: Exception, *, source: str, limits: Limits) -> DocumentError:
+    """The DocumentError for what the json module raised reading `source`."""
     if isinstance(exc, json.JSONDecodeError):
         return DocumentError(
             f"invalid JSON at column {exc.colno}: {exc.msg}", source=source, line=exc.lineno

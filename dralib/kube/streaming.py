@@ -24,6 +24,7 @@ from dralib.kube.documents import (
     check_value,
     count_values,
     decode,
+    json_problem,
     list_items,
     load_documents,
     yaml_objects,
@@ -185,7 +186,7 @@ def iter_objects(
             # list_items' complaint about the document's own shape
             raise DocumentError(exc.reason, source=source, document=1) from exc
         if handed_out:
-            raise _problem(exc, source=source, limits=limits) from exc
+            raise json_problem(exc, source=source, limits=limits) from exc
         # Flow-style YAML (`{a: 1}`) starts the same way; load_documents reads it (or names
         # the JSON problem when it is no YAML either).
         del reader
@@ -200,12 +201,3 @@ def _from_documents(text: str, *, source: str, limits: Limits) -> Iterator[tuple
         except DocumentError as exc:
             raise DocumentError(exc.reason, source=source, document=document.index) from exc
 
-
-def _problem(exc: Exception, *, source: str, limits: Limits) -> DocumentError:
-    if isinstance(exc, json.JSONDecodeError):
-        return DocumentError(
-            f"invalid JSON at column {exc.colno}: {exc.msg}", source=source, line=exc.lineno
-        )
-    if isinstance(exc, RecursionError):
-        return DocumentError(f"nested deeper than {limits.max_depth} levels", source=source)
-    return DocumentError(f"invalid JSON: {exc}", source=source)
