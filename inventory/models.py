@@ -51,8 +51,14 @@ class Node(KubeObject):
 
     class Meta:
         ordering = ["name"]
-        # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-        indexes = [models.Index(fields=["synced_at"], name="node_synced_idx")]
+        indexes = [
+            # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
+            models.Index(fields=["synced_at"], name="node_synced_idx"),
+            # ... and lists the versions of the table that changed from the index alone.
+            models.Index(
+                fields=["name", "uid", "resource_version", "synced_at"], name="node_versions_idx"
+            ),
+        ]
 
 
 class Namespace(KubeObject):
@@ -158,6 +164,12 @@ class ResourceSlice(KubeObject):
             models.Index(fields=["driver", "pool_name"], name="slice_pool_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
             models.Index(fields=["synced_at"], name="slice_synced_idx"),
+            # ... and lists the versions of the table that changed from the index alone.
+            models.Index(
+                fields=["name", "uid", "resource_version", "synced_at"],
+                condition=models.Q(classic=False),
+                name="slice_versions_idx",
+            ),
         ]
 
 
