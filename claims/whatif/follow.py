@@ -129,14 +129,22 @@ def view_change(old: ClusterView, new: ClusterView) -> ViewChange:
         # Removed nodes: nobody asks about them any more, but the allocator must forget them.
         change.nodes.update(old_nodes)
         change.nodes_changed = True
-    changed_slices = [*_only_in(old.slices, new.slices), *_only_in(new.slices, old.slices)]
+    new_ids = {id(obj) for obj in new.slices}
+    old_ids = {id(obj) for obj in old.slices}
+    old_only = [obj for obj in old.slices if id(obj) not in new_ids]
+    changed_slices = [*old_only, *(obj for obj in new.slices if id(obj) not in old_ids)]
     gone = _only_in(old.allocated_claims, new.allocated_claims)
     arrived = _only_in(new.allocated_claims, old.allocated_claims)
     change.claims_gone, change.claims_new = gone, arrived
     if not changed_slices and not gone and not arrived:
         return change
     # Unchanged slices are in both views: the new ones and the old changed ones cover both.
-    reach = pool_nodes([*new.slices, *_only_in(old.slices, new.slices)])
+    reach = _reach(new.slices, frozenset(new_ids))
+    if old_only:
+        reach = dict(reach)  # the kept one is shared
+        for key, nodes in pool_nodes(old_only).items():
+            known = reach.get(key, set())
+            reach[key] = None if nodes is None or known is None else known | nodes
     touched: set[PoolKey] = set()
     for obj in changed_slices:
         spec = obj.get("spec") or {}
@@ -154,3 +162,25 @@ def view_change(old: ClusterView, new: ClusterView) -> ViewChange:
             break
         change.nodes.update(nodes)
     return change
+
+
+# The slices `pool_nodes` was last worked out for (kept: their ids stay theirs), their ids and
+# the result. Most changes are claims: the slices, and so the pools' reach, are the same as the
+# last change's, and scanning 10,000 slices again cost a third of following a change.
+_last_reach: tuple[Sequence[JSON], frozenset[int], dict[PoolKey, set[str] | None]] = (
+    (),
+    frozenset(),
+    {},
+)
+
+
+def _reach(slices: Sequence[JSON], ids: frozenset[int]) -> dict[PoolKey, set[str] | None]:
+    """`pool_nodes(slices)`, computed again only when the slices are other objects. The result
+    is shared: never change it."""
+    global _last_reach
+    kept = _last_reach
+    if kept[1] == ids:
+        return kept[2]
+    reach = pool_nodes(slices)
+    _last_reach = (list(slices), ids, reach)
+    return reach
