@@ -44,7 +44,6 @@ from django.db.models import (
     F,
     Func,
     IntegerField,
-    JSONField,
     QuerySet,
     TextField,
     Value,
@@ -61,7 +60,8 @@ from claims.devices.countersets import (
     consumed_sets,
     counter_set_units,
 )
-from claims.devices.states import _consumption, _exceeds, _pool_counters
+from claims.devices.states import _consumption, _exceeds, _pool_counters, json_text
+from dashboard.gcpause import gc_paused
 from inventory.models import Device, ResourceSlice
 
 __all__ = [
@@ -190,7 +190,9 @@ def unit_index(membership: ClassMembership | None = None) -> UnitIndex:
     with _lock:
         if _cached is not None and _cached.fingerprint == membership.fingerprint:
             return _cached
-        _cached = _build(membership)
+        # As for the membership: the collector would walk the rows read again and again.
+        with gc_paused():
+            _cached = _build(membership)
         return _cached
 
 
@@ -203,8 +205,8 @@ def _build(membership: ClassMembership) -> UnitIndex:
             spelling=Cast("consumes_counters", TextField()),
             consumer_attributes=Case(
                 When(consumes_counters=[], then=Value(None)),
-                default=F("attributes"),
-                output_field=JSONField(),
+                default=Cast("attributes", TextField()),
+                output_field=TextField(),
             ),
         )
         .order_by("driver", "pool_name", "name")
@@ -235,7 +237,7 @@ def _build(membership: ClassMembership) -> UnitIndex:
         set_names = _set_names(spelling)
         if set_names:
             consumers.append((pk, driver, pool, pool_id, node, spelling, set_names))
-            described[pk] = (attributes, type_attributes.get(slice_id))
+            described[pk] = (json_text(attributes), type_attributes.get(slice_id))
         else:
             units.append(Unit(driver, pool, pool_id, node, name, counter_set=False, devices=(pk,)))
     unit_of = {unit.devices[0]: index for index, unit in enumerate(units)}
