@@ -24,7 +24,9 @@ from inventory.visibility import EVERYTHING, Visibility
 
 # Quota keys for DRA look like `<class>.deviceclass.resource.k8s.io/devices`.
 DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-MAX_PLACEMENTS_SHOWN = 50
+# The page asks for a window of NODES_LIMIT_DEFAULT nodes; a longer one (nodesLimit) shows
+# this many of its fitting nodes.
+MAX_PLACEMENTS_SHOWN = 100
 
 
 def _amount(value: Any) -> Fraction | None:
@@ -186,6 +188,27 @@ def _placements(answer: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _nodes_page(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """The window of nodes the answer holds, said as "nodes 1-100 of 5,000", with the offsets
+    of the previous and next windows (None at either end); None when the answer shows every
+    node or none (and for answers kept before windows existed)."""
+    page = answer.get("nodesPage")
+    if not isinstance(page, dict) or not page.get("total"):
+        return None
+    offset, total = int(page.get("offset") or 0), int(page["total"])
+    limit = page.get("limit")
+    if offset == 0 and page.get("next") is None:
+        return None
+    step = int(limit) if limit else total
+    return {
+        "first": min(offset + 1, total),
+        "last": min(total, offset + int(page.get("returned") or 0)),
+        "total": total,
+        "previous": max(0, offset - step) if offset > 0 else None,
+        "next": page.get("next"),
+    }
+
+
 def _quota(answer: dict[str, Any], count: int) -> dict[str, Any]:
     """The quota check said per copy: what one copy needs and how many copies fit under it."""
     quota = dict(answer.get("quota") or {})
@@ -223,7 +246,8 @@ def shape_what_if(
     count = int(summary.get("count") or 1)
     placements = _placements(answer)
     chosen: dict[tuple[str, str], set[str]] = {}
-    for result in (placements[0].get("devices") or []) if placements else []:
+    first = answer.get("firstPlacement") or (placements[0] if placements else {})
+    for result in first.get("devices") or []:
         chosen.setdefault((str(result["driver"]), str(result["pool"])), set()).add(
             str(result["device"])
         )
@@ -249,6 +273,8 @@ def shape_what_if(
         "count": count,
         "placements": placements[:MAX_PLACEMENTS_SHOWN],
         "more_placements": max(0, len(placements) - MAX_PLACEMENTS_SHOWN),
+        "nodes_page": _nodes_page(answer),
+        "node_groups": list(answer.get("nodeGroups") or []),
         "summary": summary,
         "headroom": headroom,
         "quota": quota,

@@ -98,6 +98,9 @@ WHAT_IF_FIELDS = (
     "namespace",
     "assume",
     "preemption",
+    # The window of nodes shown: the pager's buttons set the offset.
+    "nodesOffset",
+    "nodesLimit",
 )
 # Older names of form fields, still read from result links made before the rename.
 _RENAMED_FIELDS = {"nodes": "node", "nodeSelector": "node_selector"}

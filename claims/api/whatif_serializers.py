@@ -14,7 +14,13 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from claims.whatif.options import MAX_COUNT
+from claims.whatif.nodepage import MAX_NODE_GROUPS
+from claims.whatif.options import (
+    MAX_COUNT,
+    MAX_NODES_LIMIT,
+    MAX_NODES_OFFSET,
+    NODES_LIMIT_DEFAULT,
+)
 from inventory.freshness import STATES
 
 # Objects passed through as Kubernetes spells them (a v1 NodeSelector, tolerations, opaque
@@ -59,6 +65,17 @@ class WhatIfRequestSerializer(serializers.Serializer):
         required=False,
         help_text="When the pod fits nowhere: the node and the lower-priority pods the "
         "scheduler's DefaultPreemption would evict there (answer `preemption`).",
+    )
+    nodesOffset = serializers.JSONField(
+        required=False,
+        help_text=f"The first node (in name order) of the window whose verdicts the answer "
+        f"holds: 0..{MAX_NODES_OFFSET} (default 0).",
+    )
+    nodesLimit = serializers.JSONField(
+        required=False,
+        help_text=f"How many nodes' verdicts the answer holds: 1..{MAX_NODES_LIMIT}, or "
+        f'"all" (or 0) for every node; default {NODES_LIMIT_DEFAULT}. Counts are over every '
+        "node whatever the window.",
     )
 
 
@@ -181,10 +198,38 @@ class WhatIfStrandedSerializer(serializers.Serializer):
     )
 
 
+class WhatIfNodesPageSerializer(serializers.Serializer):
+    """Where the answer's window of nodes (`nodes`, `placements`) sits among all of them."""
+
+    offset = serializers.IntegerField()
+    limit = serializers.IntegerField(allow_null=True, help_text="null: every node from offset")
+    total = serializers.IntegerField(help_text="nodes checked")
+    returned = serializers.IntegerField()
+    next = serializers.IntegerField(
+        allow_null=True, help_text="the next page's nodesOffset; null on the last page"
+    )
+
+
+class WhatIfNodeGroupSerializer(serializers.Serializer):
+    """Nodes counted per outcome: those the pod fits on, then per reason those it does not."""
+
+    fits = serializers.BooleanField(help_text="the pod fits there (devices and every filter)")
+    filter = serializers.CharField(
+        help_text='the scheduler filter that removes these nodes ("DynamicResources" for '
+        'devices; "" for the fitting nodes and nodes the time budget left unasked)'
+    )
+    reason = serializers.CharField(help_text="its reason, as the scheduler's FitError counts it")
+    nodes = serializers.IntegerField()
+    firstNodes = serializers.ListField(
+        child=serializers.CharField(), help_text="the first few of them, in name order"
+    )
+
+
 class WhatIfSummarySerializer(serializers.Serializer):
     nodesChecked = serializers.IntegerField()
     nodesFit = serializers.IntegerField()
     nodesFitSchedulable = serializers.IntegerField()
+    nodesNotEvaluated = serializers.IntegerField(help_text="left unasked by the time budget")
     firstNode = serializers.CharField(allow_null=True)
     headroom = serializers.IntegerField(help_text="copies placed")
     count = serializers.IntegerField(help_text="copies asked for (after the cap)")
@@ -202,7 +247,10 @@ class WhatIfHeadroomSerializer(serializers.Serializer):
 
     requested = serializers.IntegerField()
     placed = serializers.IntegerField()
-    placements = WhatIfCopiesSerializer(many=True)
+    placements = WhatIfCopiesSerializer(
+        many=True, help_text="the nodes of the answer's window that took copies"
+    )
+    placementsTotal = serializers.IntegerField(help_text="nodes that took copies")
     stoppedBecause = serializers.CharField()
     exhausted = serializers.BooleanField()
 
@@ -390,8 +438,22 @@ class WhatIfAnswerSerializer(serializers.Serializer):
     fits = serializers.BooleanField(
         allow_null=True, help_text="every pod placed; null when nothing is simulated"
     )
-    nodes = WhatIfNodeSerializer(many=True, help_text="per node, for the gang or first pod")
-    placements = WhatIfPlacementSerializer(many=True)
+    nodes = WhatIfNodeSerializer(
+        many=True,
+        help_text="per node, for the gang or first pod: the window nodesPage describes",
+    )
+    nodesPage = WhatIfNodesPageSerializer()
+    placements = WhatIfPlacementSerializer(
+        many=True, help_text="the fitting schedulable nodes of the window"
+    )
+    firstPlacement = WhatIfPlacementSerializer(
+        allow_null=True, help_text="the scheduler's first pick, whatever the window"
+    )
+    nodeGroups = WhatIfNodeGroupSerializer(
+        many=True,
+        help_text=f"every node counted per outcome and reason (at most {MAX_NODE_GROUPS} "
+        "reasons, then one group for the rest)",
+    )
     summary = WhatIfSummarySerializer(allow_null=True)
     headroom = WhatIfHeadroomSerializer(allow_null=True)
     reasons = serializers.ListField(child=serializers.CharField())

@@ -16,6 +16,7 @@ from claims.whatif.headroom import Progress, place_copies, stranded_devices
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.nodefilter import fit_error
 from claims.whatif.nodefit import NodeLedger, PodDemand, status_reasons
+from claims.whatif.nodepage import NodeWindow, node_groups, window_copies
 from claims.whatif.options import Options
 from claims.whatif.simulation import (
     NodeVerdict,
@@ -88,11 +89,16 @@ def evaluate(
     with_stranded: bool = True,
     ledger: NodeLedger | None = None,
     demand: PodDemand | None = None,
+    entries_out: list[JSON] | None = None,
 ) -> JSON:
     """The what-if answer for already parsed claims (see `claims.whatif.service.what_if`).
 
     With a `ledger` and the pod's `demand`, each copy headroom places takes its share of its
     node (`node_check` is expected to check the first copy against the same ledger).
+
+    `nodes` and `placements` hold the options' window of nodes only (`nodesPage`); counts,
+    `nodeGroups`, headroom and `best` are over every node. `entries_out`, when given, receives
+    every node's slim entry (name, fit, filter) for callers that need them all (preemption).
     """
     sim.reset()
     sim.check_classes(claims)
@@ -131,11 +137,21 @@ def evaluate(
             progress(index + 1, total, "nodes")
     if progress is not None:
         progress(total, total, "nodes")
-    node_entries = [_node_entry(v, refs, f) for v, f in zip(verdicts, filters, strict=True)]
+    # Entries (devices flattened, reasons written) only for the window the answer shows; the
+    # counts, headroom and best below read every verdict.
+    window = NodeWindow(options.nodes_offset, options.nodes_limit, total)
+    node_entries = [
+        _node_entry(verdicts[i], refs, filters[i]) for i in range(window.start, window.stop)
+    ]
+    if entries_out is not None:
+        entries_out.extend(_slim_entry(v, f) for v, f in zip(verdicts, filters, strict=True))
     fitting = [v for v in verdicts if v.fits]
     # Headroom marks nodes it filled as no longer fitting; placements list the first pass's.
     fitting_ids = {id(v) for v in fitting}
     first = next((v for v in fitting if v.schedulable), None)
+    # Built now: headroom may take the node's devices from its verdict.
+    first_placement = _first_placement(first, verdicts, filters, refs=refs)
+    groups = node_groups(verdicts, filters)
     reasons: list[str] = []
     if first is None:
         # Before headroom, which places copies on the allocator's state.
@@ -188,23 +204,26 @@ def evaluate(
     best = [best_entry(v) for v in failing]
     if first is None:
         reasons.extend(reason_lines(failing))
+    placements = [
+        _placement(entry)
+        for v, entry in zip(verdicts[window.start : window.stop], node_entries, strict=True)
+        if id(v) in fitting_ids and v.schedulable
+    ]
+    headroom = window_copies(headroom, window=window, names=[v.node for v in verdicts])
     return {
         "fits": first is not None,
         "nodes": node_entries,
-        # The node entries' claim entries, not copies: the same JSON, built once.
-        "placements": [
-            {
-                "node": v.node,
-                "devices": [d for e in entry["claims"] for d in e["devices"]],
-                "claims": entry["claims"],
-            }
-            for v, entry in zip(verdicts, node_entries, strict=True)
-            if id(v) in fitting_ids and v.schedulable
-        ],
+        "nodesPage": window.page(),
+        "placements": placements,
+        # Where the first pod goes (the scheduler's first pick), whichever window is shown.
+        "firstPlacement": first_placement,
+        "nodeGroups": groups,
         "summary": {
             "nodesChecked": len(verdicts),
             "nodesFit": len(fitting),
             "nodesFitSchedulable": sum(1 for v in fitting if v.schedulable),
+            # Nodes the time budget left unasked (see the answer's gaveUp).
+            "nodesNotEvaluated": sum(1 for v in verdicts if v.skipped),
             "firstNode": first.node if first else None,
             "headroom": headroom["placed"],
             "count": options.count,
@@ -294,6 +313,36 @@ def _node_entry(verdict: NodeVerdict, refs: Sequence[str], node_filter: tuple[st
         entry["error"] = verdict.pinned_out
     else:
         entry["reasons"] = [report_dict(r) for r in verdict.reports]
+    return entry
+
+
+def _placement(entry: JSON) -> JSON:
+    # The node entry's claim entries, not copies: the same JSON, built once.
+    return {
+        "node": entry["node"],
+        "devices": [d for e in entry["claims"] for d in e["devices"]],
+        "claims": entry["claims"],
+    }
+
+
+def _first_placement(
+    first: NodeVerdict | None,
+    verdicts: Sequence[NodeVerdict],
+    filters: Sequence[tuple[str, str]],
+    *,
+    refs: Sequence[str],
+) -> JSON | None:
+    if first is None:
+        return None
+    index = next(i for i, v in enumerate(verdicts) if v is first)
+    return _placement(_node_entry(first, refs, filters[index]))
+
+
+def _slim_entry(verdict: NodeVerdict, node_filter: tuple[str, str]) -> JSON:
+    """What preemption reads of a node entry: its name, fit and filter (no devices)."""
+    entry: JSON = {"node": verdict.node, "schedulable": verdict.schedulable, "fits": verdict.fits}
+    if node_filter[0]:
+        entry["filter"] = {"filter": node_filter[0], "reason": node_filter[1]}
     return entry
 
 

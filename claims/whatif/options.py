@@ -24,6 +24,9 @@ __all__ = [
     "MAX_ADDED_NODES",
     "MAX_ASSUME",
     "MAX_COUNT",
+    "MAX_NODES_LIMIT",
+    "MAX_NODES_OFFSET",
+    "NODES_LIMIT_DEFAULT",
     "REQUEST_KEYS",
     "Options",
     "Requirement",
@@ -35,6 +38,7 @@ __all__ = [
     "parse_gang",
     "parse_node_selector",
     "parse_nodes",
+    "parse_nodes_window",
     "parse_options",
 ]
 
@@ -49,6 +53,8 @@ REQUEST_KEYS = (
     "namespace",
     "gang",
     "preemption",
+    "nodesOffset",
+    "nodesLimit",
 )
 
 MAX_COUNT = 10_000
@@ -58,6 +64,12 @@ MAX_ADDED_NODES = 1_000
 # 1,000 nodes of 16 GPUs fit; 1,000 nodes of a 64-slice shape (up to 8 million devices) do not.
 MAX_ADDED_DEVICES = 20_000
 MAX_ASSUME = 100
+# Per-node verdicts an answer holds when a door (API, page, job) is not told otherwise: the
+# answer's size then does not grow with the cluster. `nodesLimit: all` asks for every node.
+NODES_LIMIT_DEFAULT = 100
+MAX_NODES_LIMIT = 10_000
+# Past any cluster's node count (5,000 nodes plus at most MAX_ADDED_NODES assumed ones).
+MAX_NODES_OFFSET = 1_000_000
 
 # Operators of assumed changes; camelCase spellings are accepted too.
 ASSUME_OPS = (
@@ -86,6 +98,9 @@ class Options:
     gang: bool = False
     # When the pod fits nowhere: the node and lower-priority pods preemption would evict.
     preemption: bool = False
+    # The window of per-node verdicts the answer holds (`nodes`, `placements`); None: every node.
+    nodes_offset: int = 0
+    nodes_limit: int | None = None
 
     def feature_set(self) -> Features:
         return Features.from_dict(self.features)
@@ -101,6 +116,8 @@ class Options:
             "explain": self.explain,
             "gang": self.gang,
             "preemption": self.preemption,
+            "nodesOffset": self.nodes_offset,
+            "nodesLimit": self.nodes_limit,
         }
 
 
@@ -306,6 +323,37 @@ def parse_nodes(value: Any) -> list[str] | None:
     return sorted(set(value)) if value else None
 
 
+def _whole_number(value: Any, *, field: str) -> int:
+    if isinstance(value, bool):
+        raise WhatIfError(field, "expected a whole number")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip(), 10)
+        except ValueError as exc:
+            raise WhatIfError(field, f"expected a whole number, got {value!r}") from exc
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise WhatIfError(field, f"expected a whole number, got {value!r}")
+    return value
+
+
+def parse_nodes_window(offset: Any = 0, limit: Any = None) -> tuple[int, int | None]:
+    """(nodesOffset, nodesLimit): 0..MAX_NODES_OFFSET, and 1..MAX_NODES_LIMIT or None for every
+    node ("all", 0 or absent)."""
+    start = 0 if offset is None or offset == "" else _whole_number(offset, field="nodesOffset")
+    if not 0 <= start <= MAX_NODES_OFFSET:
+        raise WhatIfError("nodesOffset", f"must be 0 to {MAX_NODES_OFFSET:,}")
+    if limit is None or limit == "" or (isinstance(limit, str) and limit.strip() == "all"):
+        return start, None
+    size = _whole_number(limit, field="nodesLimit")
+    if size == 0:
+        return start, None
+    if not 0 < size <= MAX_NODES_LIMIT:
+        raise WhatIfError("nodesLimit", f"must be 1 to {MAX_NODES_LIMIT:,}, or all (0)")
+    return start, size
+
+
 def parse_options(
     *,
     nodes: Any = None,
@@ -316,9 +364,12 @@ def parse_options(
     explain: bool = True,
     gang: Any = False,
     preemption: Any = False,
+    nodes_offset: Any = 0,
+    nodes_limit: Any = None,
 ) -> Options:
     """Check every option; the first problem is raised as a WhatIfError."""
     checked_count, capped = parse_count(count)
+    offset, limit = parse_nodes_window(nodes_offset, nodes_limit)
     return Options(
         nodes=parse_nodes(nodes),
         node_selector=parse_node_selector(node_selector),
@@ -329,4 +380,6 @@ def parse_options(
         explain=bool(explain),
         gang=parse_gang(gang),
         preemption=parse_flag(preemption, field="preemption"),
+        nodes_offset=offset,
+        nodes_limit=limit,
     )

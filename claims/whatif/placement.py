@@ -271,7 +271,8 @@ def _explain(
 
 def gang_pods(answer: JSON, pods: Sequence[InputPod]) -> list[JSON]:
     """Per pod, the gang placement: the same node for all, each pod's own claims."""
-    placement = (answer.get("placements") or [None])[0]
+    # The first pick, which the answer's window of `placements` may not hold.
+    placement = answer.get("firstPlacement")
     by_ref = {c["claim"]: c for c in (placement or {}).get("claims") or []}
     out = []
     for pod in pods:

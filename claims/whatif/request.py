@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from claims.whatif.engine import Progress
 from claims.whatif.inputs import DEFAULT_NAMESPACE, INPUT_LIMITS, JSON, WhatIfError
-from claims.whatif.options import REQUEST_KEYS
+from claims.whatif.options import NODES_LIMIT_DEFAULT, REQUEST_KEYS
 from claims.whatif.service import check_question, what_if
 from dralib.kube.documents import DocumentError, decode, load_documents
 from inventory.visibility import Visibility, hide_other_namespaces
@@ -109,6 +109,12 @@ def _question(request: Mapping[str, Any]) -> dict[str, Any]:
         "namespace": request.get("namespace"),
         "gang": request.get("gang"),
         "preemption": request.get("preemption"),
+        "nodes_offset": request.get("nodesOffset"),
+        # Every door answers a window of nodes unless asked for more: an answer's size then
+        # does not grow with the cluster.
+        "nodes_limit": (
+            request["nodesLimit"] if request.get("nodesLimit") is not None else NODES_LIMIT_DEFAULT
+        ),
     }
 
 

@@ -30,6 +30,7 @@ from claims.whatif.kept import KeptAnswers, KeptSimulations, assumed_slices
 from claims.whatif.listing import fingerprint_of, table_versions
 from claims.whatif.nodefilter import check_all, not_modelled
 from claims.whatif.nodefit import NodeLedger, PodDemand
+from claims.whatif.nodepage import empty_page
 from claims.whatif.options import MAX_ADDED_DEVICES, Options, parse_options
 from claims.whatif.placement import expand_daemons, gang_pods, place_pods
 from claims.whatif.podasks import PodAsks, pod_asks
@@ -312,6 +313,8 @@ def check_question(
     namespace: str | None = None,
     gang: bool | str | None = False,
     preemption: bool | str | None = False,
+    nodes_offset: int | str | None = 0,
+    nodes_limit: int | str | None = None,
 ) -> None:
     """Raise WhatIfError when `what_if` would refuse this input, without allocating anything.
 
@@ -326,6 +329,8 @@ def check_question(
         explain=False,
         gang=gang,
         preemption=preemption,
+        nodes_offset=nodes_offset,
+        nodes_limit=nodes_limit,
     )
     parse_input(
         source,
@@ -347,6 +352,8 @@ def what_if(
     explain: bool = True,
     gang: bool | str | None = False,
     preemption: bool | str | None = False,
+    nodes_offset: int | str | None = 0,
+    nodes_limit: int | str | None = None,
     use_cache: bool = True,
     progress: Progress | None = None,
     budget: float | None = None,
@@ -379,7 +386,11 @@ def what_if(
     {"op": "taint-device", "device": "drv/pool/dev", "taint": {"key", "value", "effect"}},
     {"op": "untaint-device", "device": ..., "key": k-or-empty-for-all},
     {"op": "drop-pool", "pool": "drv/pool"}; `features` switches allocator features; `namespace`
-    is the default namespace of the input (and the quota checked). `budget` bounds the
+    is the default namespace of the input (and the quota checked); `nodes_offset` and
+    `nodes_limit` pick the window of nodes (in name order) whose verdicts the answer holds
+    (`nodes`, `placements`, `headroom.placements`; `nodesPage` says where; a limit of None, 0
+    or "all", the default here, is every node: the API, page and job doors default to
+    NODES_LIMIT_DEFAULT). `budget` bounds the
     search in seconds: past it the nodes not yet asked are "not evaluated" and the answer
     carries `gaveUp` {budgetSeconds, searchedSeconds, cancelled, message} (never cached); the
     same, with `cancelled` true, when the client went away or the server stops meanwhile.
@@ -388,10 +399,15 @@ def what_if(
     filter?: {filter, reason, reasons?} (the scheduler filter that removed the node), fits, claims:
     [{claim, devices: [{claim, request, driver, pool, device, consumedCapacity?, shareID?}],
     nodeSelector, config}] | reasons: [{claim, request, wanted, stage, reason, stages: [{stage,
-    remaining}]}] | error}], `placements` (fitting schedulable nodes: {node, devices, claims}),
-    `summary` {nodesChecked, nodesFit, nodesFitSchedulable, firstNode, headroom, count,
-    countCapped, stranded: {total, byNode}}, `headroom` {requested, placed, placements: [{node,
-    copies}], stoppedBecause, exhausted}, `best` (the nodes that came closest: {node, reasons}),
+    remaining}]}] | error}] (the window's nodes), `nodesPage` {offset, limit, total, returned,
+    next}, `placements` (the window's fitting schedulable nodes: {node, devices, claims}),
+    `firstPlacement` (the scheduler's first pick, whatever the window: {node, devices, claims} or
+    None), `nodeGroups` [{fits, filter, reason, nodes, firstNodes}] (every node, counted per
+    reason: `claims.whatif.nodepage`), `summary` {nodesChecked, nodesFit, nodesFitSchedulable,
+    nodesNotEvaluated, firstNode, headroom, count, countCapped, stranded: {total, byNode}} (over
+    every node), `headroom` {requested, placed, placements: [{node, copies}] (the window's
+    nodes), placementsTotal, stoppedBecause, exhausted}, `best` (the nodes that came closest:
+    {node, reasons}),
     `diagnosis` ({reasons, node, requests} of the closest node, when nothing fits). Per pod:
     `pods` [{pod, source, workload, fits, node, claims: [{claim, devices, nodeSelector, config,
     shared, driverAllocated}], filtered: {counts: {filter: nodes}, nodes: [{node, filter,
@@ -418,6 +434,8 @@ def what_if(
         explain=explain,
         gang=gang,
         preemption=preemption,
+        nodes_offset=nodes_offset,
+        nodes_limit=nodes_limit,
     )
     parsed = parse_input(
         source,
@@ -489,7 +507,9 @@ def what_if(
     answer["cluster"] = label
     answer["elapsedSeconds"] = round(time.perf_counter() - started, 4)
     if gave_up is not None:
-        evaluated = sum(1 for n in answer.get("nodes") or [] if "not evaluated" not in str(n))
+        summary = answer.get("summary") or {}
+        checked = int(summary.get("nodesChecked") or 0)
+        evaluated = checked - int(summary.get("nodesNotEvaluated") or 0)
         answer["gaveUp"] = {
             "budgetSeconds": budget,
             "searchedSeconds": round(gave_up, 3),
@@ -499,7 +519,7 @@ def what_if(
                 if cancelled
                 else f"gave up after {budget:g} s"
             )
-            + f"; partial answer: {evaluated} of {len(answer.get('nodes') or [])} nodes evaluated",
+            + f"; partial answer: {evaluated} of {checked} nodes evaluated",
         }
         # A partial answer depends on timing: never served again from the cache.
         use_cache = False
@@ -602,6 +622,8 @@ def answer_for(
             found = check_all(filters, node)
             return found if found[0] else top.check(node, demand)
 
+        # Preemption weighs every node, not the answer's window of them.
+        every_node: list[JSON] | None = [] if options.preemption else None
         answer = evaluate(
             sim,
             simulated,
@@ -610,15 +632,16 @@ def answer_for(
             progress=progress,
             ledger=top,
             demand=demand,
+            entries_out=every_node,
         )
         sim.reset()
         # DefaultPreemption runs for one pod that no node takes.
-        nowhere = not any(e["fits"] and e["schedulable"] for e in answer["nodes"])
+        nowhere = not answer["summary"]["nodesFitSchedulable"]
         one_pod = len(focus) == 1 and not focus[0].implicit
-        if options.preemption and preemption is not None and one_pod and nowhere:
+        if every_node is not None and preemption is not None and one_pod and nowhere:
             answer["preemption"] = preempt(
                 nodes,
-                answer["nodes"],
+                every_node,
                 demand,
                 spec=focus[0].spec,
                 inputs=preemption,
@@ -630,7 +653,10 @@ def answer_for(
         answer = {
             "fits": None,
             "nodes": [],
+            "nodesPage": empty_page(options.nodes_offset, options.nodes_limit),
             "placements": [],
+            "firstPlacement": None,
+            "nodeGroups": [],
             "summary": None,
             "headroom": None,
             "reasons": [

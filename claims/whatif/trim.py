@@ -25,6 +25,8 @@ _MAX_DEPTH = 3
 _ESSENTIAL = (
     "fits",
     "summary",
+    "nodesPage",
+    "nodeGroups",
     "gang",
     "simulated",
     "namespace",

@@ -86,6 +86,8 @@ FULL: dict[str, Any] = {
     "namespace": "team-a",
     "gang": False,
     "preemption": True,
+    "nodesOffset": 1,
+    "nodesLimit": 1,
 }
 RELEASE: dict[str, Any] = {"yaml": claim_yaml(count=1), "assume": [CHANGES[0]]}
 BASES = {"full": FULL, "release": RELEASE}
