@@ -8,7 +8,6 @@ same, so an unchanged cluster hands the allocator the same objects (and its slic
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 from dralib.allocator.types import JSON
@@ -41,14 +40,21 @@ def apply_taint_rules(slice_obj: JSON, rules: Sequence[TaintRule]) -> JSON:
     driver = spec.get("driver")
     pool = (spec.get("pool") or {}).get("name")
     matching = [rule for rule in rules if rule[0] in ("", driver) and rule[1] in ("", pool)]
-    if not matching:
+    if not matching or not spec.get("devices"):
         return slice_obj
-    patched = copy.deepcopy(slice_obj)
-    for device in patched["spec"].get("devices") or []:
-        for _, _, device_name, taint in matching:
-            if device_name in ("", device.get("name")):
-                device.setdefault("taints", []).append(dict(taint))
-    return patched
+    # New containers only on the path to the taints: the rest stays the slice's own objects,
+    # shared with the unpatched slice (a deep copy held every device's attributes twice).
+    devices = []
+    for device in spec.get("devices") or []:
+        added = [
+            dict(taint)
+            for _, _, device_name, taint in matching
+            if device_name in ("", device.get("name"))
+        ]
+        if added:
+            device = {**device, "taints": [*(device.get("taints") or []), *added]}
+        devices.append(device)
+    return {**slice_obj, "spec": {**spec, "devices": devices}}
 
 
 class PatchedSlices:

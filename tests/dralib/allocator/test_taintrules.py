@@ -36,6 +36,23 @@ def test_rule_taints_only_the_selected_device_of_a_copy() -> None:
     assert all("taints" not in d for d in original["spec"]["devices"])
 
 
+def test_the_copy_shares_every_part_it_does_not_taint() -> None:
+    """Only the containers on the way to the new taint are new: other devices, attributes and
+    earlier taints' objects are the original's (a deep copy held them twice)."""
+    original = resource_slice("node-a", "gpu-0", "gpu-1")
+    held = {"key": "example.com/old", "effect": "NoSchedule"}
+    for device in original["spec"]["devices"]:
+        device["attributes"] = {"model": {"string": "a100"}}
+    original["spec"]["devices"][1]["taints"] = [held]
+    patched = apply_taint_rules(original, [taint_rule(rule(pool="node-a", device="gpu-1"))])
+    untouched, tainted = patched["spec"]["devices"]
+    assert untouched is original["spec"]["devices"][0]
+    assert tainted["attributes"] is original["spec"]["devices"][1]["attributes"]
+    assert tainted["taints"] == [held, TAINT] and tainted["taints"][0] is held
+    assert original["spec"]["devices"][1]["taints"] == [held]
+    assert patched["spec"]["pool"] is original["spec"]["pool"]
+
+
 def test_rule_for_another_pool_returns_the_slice_itself() -> None:
     """A slice no rule selects is handed back as is, so parsed-slice caches keep hitting."""
     original = resource_slice("node-a", "gpu-0")
