@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from claims.devices.availability import consumed_sets, counter_set_units
+from claims.whatif import equivalence
+from claims.whatif.equivalence import NodeClasses, allocation_results
 from claims.whatif.follow import ViewChange, holder_keys, holders
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError, field_of_allocation_error
 from claims.whatif.state import ClusterView, selector_cache
@@ -111,9 +114,16 @@ def report_dict(report: RequestReport) -> JSON:
 class Simulation:
     """One allocator over one cluster view, asked for any number of claim sets."""
 
-    def __init__(self, view: ClusterView, *, features: Features) -> None:
+    def __init__(
+        self, view: ClusterView, *, features: Features, classes: bool | None = None
+    ) -> None:
         self.view = view
         self.features = features
+        # Ask the allocator once per class of identical nodes (claims.whatif.equivalence).
+        self.use_classes = equivalence.ENABLED if classes is None else classes
+        self.classes: NodeClasses | None = None
+        # How many times the allocator was asked to allocate or list free devices.
+        self.asked = 0
         self.class_names = {str((c.get("metadata") or {}).get("name")) for c in view.classes}
         state = AllocatedState()
         try:
@@ -121,6 +131,7 @@ class Simulation:
                 view.allocated_claims, consumable_capacity=features.ConsumableCapacity
             )
             self.allocator = self._new_allocator(view, state)
+            self._new_classes()
         except AllocationError as exc:
             # The stored cluster itself is malformed (a slice the allocator cannot read).
             raise WhatIfError("cluster", str(exc)) from exc
@@ -151,6 +162,13 @@ class Simulation:
                 list_type_attributes=self.features.ListTypeAttributes,
             ),
             slice_cache=view.slice_cache,
+        )
+
+    def _new_classes(self) -> None:
+        self.classes = (
+            NodeClasses(self.allocator, share_id=lambda: str(uuid.uuid4()))
+            if self.use_classes
+            else None
         )
 
     def prepare_nodes(self) -> int:
@@ -231,8 +249,18 @@ class Simulation:
                     )
             if change.slices_changed or change.nodes_changed:
                 self.allocator = self._new_allocator(view, state.copy())
+                self._new_classes()
             else:
                 self.allocator.allocated_state = state.copy()
+                if self.classes is not None:
+                    self.classes.restore()
+                    if exact and not change.every_node:
+                        self.classes.followed(
+                            allocation_results([*change.claims_gone, *change.claims_new]),
+                            change.nodes,
+                        )
+                    else:
+                        self._new_classes()
         except AllocationError as exc:
             raise WhatIfError("cluster", str(exc)) from exc
         self._base_state = state
@@ -275,6 +303,8 @@ class Simulation:
             # Assigning a state makes the allocator forget counters derived from the old one.
             self.allocator.allocated_state = self._base_state.copy()
             self._dirty = False
+            if self.classes is not None:
+                self.classes.restore()
 
     def check_classes(self, claims: Iterable[InputClaim]) -> None:
         """Unknown DeviceClass names are input errors, as the scheduler would report them."""
@@ -300,6 +330,8 @@ class Simulation:
             raise ValueError(f"{len(results)} allocation results for {len(claims)} claims")
         self._dirty = True
         self.allocator.record_allocation(results)
+        if self.classes is not None:
+            self.classes.placed(results)
 
     def verdict(
         self,
@@ -331,6 +363,13 @@ class Simulation:
             verdict.error = self.budget_message()
             verdict.skipped = True
             return verdict
+        slot = None
+        if self.classes is not None:
+            slot, known = self.classes.answer(info, claims, with_reasons=with_reasons)
+            if known is not None:
+                verdict.fits, verdict.results, verdict.reports = known
+                return verdict
+        self.asked += 1
         try:
             results = self.allocator.allocate(info, claims)
         except AllocationTimeout as exc:
@@ -354,6 +393,10 @@ class Simulation:
             verdict.results = results
         elif with_reasons:
             verdict.reports = explain(self.allocator, node=info, claims=claims)
+        if slot is not None and self.classes is not None:
+            self.classes.keep(
+                slot, fits=verdict.fits, results=verdict.results, reports=verdict.reports
+            )
         return verdict
 
     def filter_status(
@@ -423,11 +466,18 @@ class Simulation:
         """`free_devices`, and the free physical units among them (`claims.devices.availability`:
         a device, or the counter set partitions share) as driver/pool/unit: nothing on them
         allocated, and a device on them that one of the claims' classes would accept."""
-        run = self.allocator.new_run(NodeInfo.from_object(node), claims)
+        info = NodeInfo.from_object(node)
+        slot = None
+        if self.classes is not None:
+            slot, known = self.classes.free(info, claims, expressions)
+            if known is not None:
+                return _names(known[0]), _names(known[1])
+        self.asked += 1
+        run = self.allocator.new_run(info, claims)
         cache = self.allocator.selector_cache
         is_allocated = self.allocator.allocated_state.is_device_allocated
-        free: list[str] = []
-        free_units: list[str] = []
+        free: list[tuple[str, str, str]] = []
+        free_units: list[tuple[str, str, str]] = []
         for pool in run.pools:
             if pool.is_incomplete or pool.is_invalid:
                 continue
@@ -444,14 +494,20 @@ class Simulation:
                 if is_allocated((info.driver, info.pool, device.name)):
                     unit[0] = True
                 elif any(_all_match(cache, exprs, device) for exprs in expressions):
-                    free.append(f"{info.driver}/{info.pool}/{device.name}")
+                    free.append((info.driver, info.pool, device.name))
                     unit[1] = True
             free_units.extend(
-                f"{pool.driver}/{pool.name}/{name}"
+                (pool.driver, pool.name, name)
                 for (_, name), (taken, wanted) in units.items()
                 if wanted and not taken
             )
-        return free, free_units
+        if slot is not None and self.classes is not None:
+            self.classes.keep_free(slot, free, free_units)
+        return _names(free), _names(free_units)
+
+
+def _names(ids: Sequence[tuple[str, str, str]]) -> list[str]:
+    return [f"{driver}/{pool}/{name}" for driver, pool, name in ids]
 
 
 def holder_results(claim: JSON) -> list[JSON]:

@@ -167,18 +167,10 @@ class Allocator:
         """Gather the node's pools and prepare a search without running it."""
         node_info = node if isinstance(node, NodeInfo) else NodeInfo.from_object(node)
         claim_infos = self._parse_claims(claims)
-        # Pools depend only on the node's name and labels; nodes asked again reuse them.
-        node_key = (node_info.name, tuple(node_info.labels.items()))
-        pools = self._pools_by_node.get(node_key)
-        if pools is None:
-            on_node = self._slices_on_node.get(node_info.name, [])
-            slices_for_node = on_node + self._slices_shared if on_node else self._slices_shared
-            pools = self._pool_builder.gather(slices_for_node, node_info)
-            self._pools_by_node[node_key] = pools
         return Run(
             features=self.features,
             node=node_info,
-            pools=pools,
+            pools=self.pools_for(node_info),
             claims=claim_infos,
             classes=self.classes,
             allocated_state=self.allocated_state,
@@ -197,6 +189,18 @@ class Allocator:
                 else None
             ),
         )
+
+    def pools_for(self, node_info: NodeInfo) -> list[Pool]:
+        """The pools the node can use, in the order the search visits them (GatherPools)."""
+        # Pools depend only on the node's name and labels; nodes asked again reuse them.
+        node_key = (node_info.name, tuple(node_info.labels.items()))
+        pools = self._pools_by_node.get(node_key)
+        if pools is None:
+            on_node = self._slices_on_node.get(node_info.name, [])
+            slices_for_node = on_node + self._slices_shared if on_node else self._slices_shared
+            pools = self._pool_builder.gather(slices_for_node, node_info)
+            self._pools_by_node[node_key] = pools
+        return pools
 
     def _parse_claims(self, claims: Sequence[JSON | ClaimInfo]) -> list[ClaimInfo]:
         # Objects are treated as immutable, like informer objects: the same claim objects asked

@@ -198,6 +198,21 @@ class AllocatedState:
             self._reindex_shares()
         return device_id in self._shares_per_device
 
+    def holding(self, device_id: DeviceID) -> tuple[bool, bool, tuple[str, ...]] | None:
+        """What is held of a device: (dedicated, shared, consumed capacity), None when nothing.
+
+        Everything of the state a search reads about the device, as a comparable value.
+        """
+        consumed = self.aggregated_capacity.get(device_id)
+        if len(self.allocated_shared_device_ids) != self._indexed_shares:
+            self._reindex_shares()
+        dedicated = device_id in self.allocated_devices
+        shared = device_id in self._shares_per_device
+        if consumed is None and not dedicated and not shared:
+            return None
+        amounts = tuple(f"{name}={value}" for name, value in sorted((consumed or {}).items()))
+        return dedicated, shared, amounts
+
     def copy(self) -> AllocatedState:
         """An independent copy: changes to either do not show in the other."""
         return AllocatedState(

@@ -112,6 +112,7 @@ __all__ = [
     "CELOptions",
     "CompiledSelector",
     "DeviceInput",
+    "attribute_converts",
     "compile_selector",
     "evaluations",
     "plain_domains",
@@ -297,6 +298,23 @@ def _attribute_value(attr: Mapping[str, Any]) -> Any:
     if attr.get("version") is not None:
         return fn.semver_value(attr["version"])
     raise ValueError("unsupported attribute value")
+
+
+def attribute_converts(attr: Any) -> bool:
+    """Whether an attribute value becomes a CEL value (else the device's whole input fails)."""
+    if attr.__class__ is dict and len(attr) == 1:
+        ((field_name, raw),) = attr.items()
+        if raw.__class__ is str and field_name == "string":
+            return True
+        if raw.__class__ is bool and field_name == "bool":
+            return True
+        if raw.__class__ is int and field_name == "int":
+            return _INT64_MIN <= raw <= _INT64_MAX
+    try:
+        _attribute_value(attr)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def _build_device(device: DeviceInput) -> _DeviceData:
