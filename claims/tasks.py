@@ -35,7 +35,9 @@ def queue_what_if_job(job_id: str, request: dict[str, Any]) -> None:
     if current_app.conf.task_always_eager:
         LOCAL_JOBS.submit(job_id, request)
     else:
-        run_what_if_job.delay(job_id, request)
+        # argsrepr: what Celery shows of the arguments (its logs, events, monitoring) names the
+        # job only; the request holds the user's YAML (logged at DEBUG by run_job, cut short).
+        run_what_if_job.apply_async((job_id, request), argsrepr=repr((job_id, "<request>")))
 
 
 @shared_task(ignore_result=True)

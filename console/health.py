@@ -6,10 +6,17 @@ Redis when one is configured, and fresh watchers (every served kind's SyncState 
 settings.READY_MAX_WATCH_AGE seconds). Both are public, cheap (one `SELECT 1`, one PING, one small
 query) and answer JSON listing each check; any failing check makes `/readyz` answer 503.
 `/readyz` also carries the cluster's freshness (`inventory.freshness`), as the header shows it.
+
+A failing `/readyz` is logged once per change, not once per probe: a WARNING naming the failing
+checks when the set of failing checks changes, an INFO line when all pass again. (Django would
+log every 503 at ERROR: a probe every 10 s failing for an hour was 360 ERROR lines.) Each web
+process keeps its own last state.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,11 +26,14 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
+from django.utils.log import log_response
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from inventory.freshness import cluster_freshness
 from inventory.models import SyncState
+
+log = logging.getLogger(__name__)
 
 # Probes must answer well before a probe's own timeout (Kubernetes defaults to one second).
 REDIS_TIMEOUT_SECONDS = 0.5
@@ -170,6 +180,35 @@ def readiness() -> list[Check]:
     return checks
 
 
+class ReadinessLog:
+    """Logs readiness when it changes: the names of the failing checks, as last seen here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failing: tuple[str, ...] = ()  # a process starts out assumed ready
+
+    def note(self, checks: list[Check]) -> bool:
+        """Log the outcome if the failing checks differ from last time; True if it logged."""
+        failing = tuple(check.name for check in checks if not check.ok)
+        with self._lock:
+            if failing == self._failing:
+                return False
+            self._failing = failing
+        if failing:
+            details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
+            log.warning("not ready: %s", details, extra={"failing": list(failing)})
+        else:
+            log.info("ready again: every check passes")
+        return True
+
+    def reset(self) -> None:
+        with self._lock:
+            self._failing = ()
+
+
+READINESS_LOG = ReadinessLog()
+
+
 @never_cache
 @require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -189,7 +228,15 @@ def readyz(request: HttpRequest) -> JsonResponse:
     }
     if checks[0].ok:
         body["freshness"] = _freshness()
-    return JsonResponse(body, status=200 if ready else 503)
+    READINESS_LOG.note(checks)
+    response = JsonResponse(body, status=200 if ready else 503)
+    if not ready:
+        # Django logs each 5xx at ERROR unless the response was logged already; the line above
+        # said it, once per change, so this probe's own line goes to DEBUG.
+        log_response(
+            "Not ready: %s", request.path, response=response, request=request, level="debug"
+        )
+    return response
 
 
 def _freshness() -> dict[str, Any] | None:

@@ -12,7 +12,9 @@ process and the tests that start a real server run. Why uvicorn, and why these o
 - HTTP through h11 and the live socket through `websockets` (both pure Python or wheels,
   pinned); websocket messages are capped at WS_MAX_BYTES (the live socket is one-way).
 - No proxy headers (`ProxyHeaders` takes them from DASHBOARD_TRUSTED_PROXIES only), no
-  lifespan (the application has none), no Server header; logging is Django's (LOGGING).
+  lifespan (the application has none), no Server header; logging is Django's (LOGGING), and
+  the access log is the application's (`dashboard.access_log`: duration, user agent, no
+  secrets from the query string), so uvicorn's is off.
 - SIGTERM or SIGINT calls `dashboard.cancel.begin_shutdown()` before uvicorn's own handling, so
   running searches stop at once and the wait for open requests is short; a client that holds
   its connection open is cut after GRACEFUL_SECONDS.
@@ -74,6 +76,7 @@ def config(app: Any, *, host: str, port: int) -> uvicorn.Config:
         proxy_headers=False,
         server_header=False,
         log_config=None,
+        access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
     )
 

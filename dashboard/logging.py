@@ -13,17 +13,28 @@ Sync code names the object it works on in one of three ways, and every handler c
     log = ObjectLogger(logging.getLogger(__name__), kind="Pod", namespace="a", name="b")
 
 The context is a ContextVar, so it follows asyncio tasks and threads without leaking between them.
+
+`configure` is settings.LOGGING_CONFIG: besides applying LOGGING it routes what Python would print
+past logging (warnings, uncaught exceptions) through it, so with JSON on every line is one record.
+`LineLogger` turns a command's printed output into records (`manage.py migrate`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
+import logging.config
+import sys
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
+
+from dashboard.access_log import redact_path
 
 OBJECT_FIELDS = ("kind", "namespace", "name")
 
@@ -34,6 +45,12 @@ _STANDARD_ATTRS = frozenset(
     logging.LogRecord("", 0, "", 0, "", None, None).__dict__.keys()
     | {"message", "asctime", "object_suffix", "taskName"}
 )
+# uvicorn's copy of the message with terminal colours: noise in a log pipeline.
+_DROPPED_EXTRAS = frozenset({"color_message"})
+# What Celery's task lines (received, succeeded, failed) carry in `extra={"data": ...}` that may be
+# logged: never the task's arguments, keyword arguments or return value, which for a what-if job
+# are the user's pod YAML (the message names the task and its id; a failure's traceback is `exc`).
+_CELERY_TASK_FIELDS = ("id", "name", "runtime", "eta", "hostname", "description", "internal")
 
 
 def object_extra(*, kind: str, namespace: str = "", name: str) -> dict[str, str]:
@@ -119,6 +136,16 @@ class JsonFormatter(logging.Formatter):
         for key, value in fields.items():
             if key in _STANDARD_ATTRS or key in entry or key in {"namespace", "object_name"}:
                 continue
+            if key in _DROPPED_EXTRAS:
+                continue
+            if key == "data" and record.name.startswith("celery.") and isinstance(value, Mapping):
+                entry["task"] = {k: _jsonable(value[k]) for k in _CELERY_TASK_FIELDS if k in value}
+                continue
+            if key == "request" and hasattr(value, "method") and hasattr(value, "path"):
+                # Django's request lines pass the request; its repr has the query string, which
+                # may hold a token: the path only, redacted as the access log does.
+                entry[key] = {"method": value.method, "path": redact_path(value.path)}
+                continue
             entry[key] = _jsonable(value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
@@ -135,3 +162,73 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [_jsonable(v) for v in value]
     return str(value)
+
+
+def configure(config: Mapping[str, Any]) -> None:
+    """Apply a LOGGING dict, then route what bypasses logging through it (LOGGING_CONFIG).
+
+    Django calls this in every process that sets it up: web, worker, beat, manage.py. Python
+    warnings and uncaught exceptions, which Python prints as plain multi-line text, become one
+    record each; an exception's traceback is the record's `exc_info` (one JSON line, `exc`).
+    """
+    logging.config.dictConfig(dict(config))
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
+
+
+def _log_uncaught(
+    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:
+    if issubclass(exc_type, KeyboardInterrupt):
+        sys.__excepthook__(exc_type, exc, tb)
+        return
+    logging.getLogger("dashboard.uncaught").critical(
+        "uncaught %s: %s", exc_type.__name__, exc, exc_info=(exc_type, exc, tb)
+    )
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:  # as Python's own hook: a thread may end itself this way
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("dashboard.uncaught").error(
+        "uncaught %s in thread %s: %s",
+        args.exc_type.__name__,
+        name,
+        args.exc_value,
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
+    )
+
+
+class LineLogger(io.TextIOBase):
+    """A text stream that logs each line written to it, for output a command prints.
+
+    A line is logged once its newline arrives (`migrate` writes "Applying x..." and " OK" apart);
+    blank lines are dropped and leading indentation is stripped.
+    """
+
+    def __init__(self, logger: logging.Logger, level: int = logging.INFO) -> None:
+        super().__init__()
+        self._logger = logger
+        self._level = level
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._emit(line)
+        return len(text)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._emit(self._pending)
+            self._pending = ""
+        super().close()
+
+    def _emit(self, line: str) -> None:
+        if line.strip():
+            self._logger.log(self._level, "%s", line.strip())

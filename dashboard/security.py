@@ -23,6 +23,8 @@ from django.http import HttpRequest, HttpResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.deprecation import MiddlewareMixin
 
+from dashboard.access_log import AccessLog
+
 logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
@@ -190,8 +192,12 @@ class BodySizeLimit:
 
 
 def harden(app: ASGIApp) -> ASGIApp:
-    """The ASGI application behind trusted-proxy handling and the body cap."""
-    return ProxyHeaders(BodySizeLimit(app))
+    """The ASGI application behind trusted-proxy handling, the access log and the body cap.
+
+    The access log sits inside ProxyHeaders (it logs the forwarded client) and outside the cap
+    (a refused body's 413 is logged too).
+    """
+    return ProxyHeaders(AccessLog(BodySizeLimit(app)))
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

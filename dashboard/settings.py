@@ -278,7 +278,10 @@ LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"object_context": {"()": "dashboard.logging.ObjectContextFilter"}},
+    "filters": {
+        "object_context": {"()": "dashboard.logging.ObjectContextFilter"},
+        "redact_path": {"()": "dashboard.access_log.RedactPathFilter"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(object_suffix)s"},
         "json": {"()": "dashboard.logging.JsonFormatter"},
@@ -287,12 +290,20 @@ LOGGING = {
         "stderr": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_JSON else "plain",
-            "filters": ["object_context"],
+            "filters": ["object_context", "redact_path"],
         }
     },
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
-    "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "loggers": {
+        "kubernetes": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        # Django's defaults give these plain-text handlers of their own (DEBUG console, runserver).
+        "django": {"handlers": [], "propagate": True},
+        "django.server": {"handlers": [], "propagate": True},
+    },
 }
+# Applies LOGGING, then sends Python warnings and uncaught exceptions through it as well.
+LOGGING_CONFIG = "dashboard.logging.configure"
 # Celery workers and beat log through LOGGING above (JSON when asked) instead of Celery's format.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

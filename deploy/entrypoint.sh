@@ -8,6 +8,8 @@
 #   migrate  apply database migrations, then exit (one-shot, before web/worker/beat)
 #   manage   any manage.py command, e.g. `manage createsuperuser`
 # Anything else is run as given.
+# Logs: every process writes log records only, one JSON object a line with DASHBOARD_LOG_JSON=1
+# (--quiet: Celery's banners are plain text; the worker logs their facts as one record instead).
 set -eu
 cd /app
 
@@ -21,12 +23,12 @@ case "$command" in
   worker)
     # Threads: each kind's watcher holds a slot for minutes while it waits on the API server, so
     # a process per slot would waste memory; 16 covers 10 watchers plus what-if jobs.
-    exec celery -A dashboard worker --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
+    exec celery -A dashboard --quiet worker --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
       --queues celery,watchers --pool threads \
       --concurrency "${DASHBOARD_WORKER_CONCURRENCY:-16}" "$@"
     ;;
   beat)
-    exec celery -A dashboard beat --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
+    exec celery -A dashboard --quiet beat --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
       --scheduler django_celery_beat.schedulers:DatabaseScheduler "$@"
     ;;
   migrate)

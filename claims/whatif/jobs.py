@@ -16,6 +16,7 @@ at once).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -58,6 +59,8 @@ _JOB_PREFIX = "whatif:job:"
 _PROGRESS_INTERVAL = 0.5
 # Jobs waiting for one of this process's job threads, at most (without a Celery worker).
 LOCAL_BACKLOG = 16
+# Characters of a job's request logged at DEBUG.
+LOG_CHARS = 500
 
 # queue(job_id, request): runs the job later (a worker, a job thread) or at once (inline); may
 # raise TooManyJobs.
@@ -153,6 +156,10 @@ def run_job(job_id: str, request: Mapping[str, Any]) -> str:
     if job is None:
         log.info("what-if job %s expired before it ran", job_id)
         return "gone"
+    if log.isEnabledFor(logging.DEBUG):
+        # The request is the user's YAML, possibly megabytes: only at DEBUG, and cut short.
+        text = json.dumps(dict(request), default=str)
+        log.debug("what-if job %s request, %d chars: %.*s", job_id, len(text), LOG_CHARS, text)
     job["status"] = "running"
     _store(job)
     last = [0.0]

@@ -129,7 +129,8 @@ def test_settings_pick_the_json_formatter_when_asked(settings) -> None:
     """LOGGING routes stderr through the object filter; Celery keeps that configuration."""
     stderr = settings.LOGGING["handlers"]["stderr"]
     assert settings.LOGGING["root"]["handlers"] == ["stderr"]
-    assert stderr["filters"] == ["object_context"]
+    assert stderr["filters"] == ["object_context", "redact_path"]
+    assert settings.LOGGING_CONFIG == "dashboard.logging.configure"
     assert stderr["formatter"] == ("json" if settings.LOG_JSON else "plain")
     assert settings.LOGGING["formatters"]["json"]["()"] == "dashboard.logging.JsonFormatter"
     # Celery would otherwise replace the root handlers with its own format in workers and beat.
