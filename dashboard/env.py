@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -67,6 +68,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None or value.strip() == "":
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+
+
+def env_queue_name(name: str, default: str) -> str:
+    """A Celery queue name: letters, digits and `_.:-`, as one `--queues` item can carry it."""
+    value = _raw(name)
+    if value is None or value.strip() == "":
+        return default
+    value = value.strip()
+    if not _QUEUE_NAME.fullmatch(value):
+        raise ConfigError(
+            f"{PREFIX}{name}: expected a queue name (letters, digits, '_.:-'), got {value!r}"
+        )
+    return value
 
 
 def env_networks(name: str) -> list[str]:

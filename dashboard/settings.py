@@ -12,6 +12,7 @@ from dashboard.env import (
     env_int,
     env_list,
     env_networks,
+    env_queue_name,
     env_str,
     parse_database_url,
     private_dir,
@@ -173,6 +174,13 @@ KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 WATCH_TIMEOUT_SECONDS = env_int("WATCH_TIMEOUT_SECONDS", 290, minimum=1)
 # Objects per page when a watcher lists a kind (the `limit` of each list request).
 LIST_PAGE_SIZE = env_int("LIST_PAGE_SIZE", 500, minimum=1)
+# A Celery watcher holds its kind's lease in Redis this long unless it renews it (every third of
+# it): a worker killed with -9 loses its leases after this, and every worker checks for free ones
+# every half of it. Minimum 2: renewing every 0.6 s is the least that is sane.
+WATCH_LEASE_SECONDS = env_int("WATCH_LEASE_SECONDS", 30, minimum=2)
+# The Celery queue the watchers are sent to; a worker adopts free leases only while it consumes
+# this queue, so an operator pins the watchers to the workers started with it in `--queues`.
+WATCH_QUEUE = env_queue_name("WATCH_QUEUE", "watchers")
 # Namespaced objects are shown to a person only for the namespaces their Kubernetes identity may
 # list (asked with SubjectAccessReviews); off: every signed-in person sees everything.
 # On by default whenever there is a cluster to ask; a snapshot without one has no RBAC to ask.

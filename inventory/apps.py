@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 from dashboard import registry
 
@@ -18,11 +19,12 @@ class InventoryConfig(AppConfig):
         registry.register_live_topics(
             "nodes", "namespaces", "classes", "pools", "slices", "devices", "sync"
         )
-        # Restart any missing watcher within a minute (lock expiry plus one beat).
+        # Workers adopt free watch leases themselves (inventory.leases); beat's check is an extra
+        # that is harmless when beat runs and missed by nobody when it does not.
         # Not in the embedded mode: it starts the watchers itself, in the web process.
         registry.register_periodic_task(
             "ensure-watchers", task="inventory.tasks.ensure_watchers", seconds=30, embedded=False
         )
-        # Long-lived watchers get their own queue, so a dedicated worker can take them and what-if
-        # jobs never wait behind them (deploy/entrypoint.sh: workers consume `celery,watchers`).
-        registry.register_task_queue("inventory.tasks.watch_kind", queue="watchers")
+        # Long-lived watchers get their own queue (DASHBOARD_WATCH_QUEUE), so the workers that
+        # consume it take them and what-if jobs never wait behind them.
+        registry.register_task_queue("inventory.tasks.watch_kind", queue=settings.WATCH_QUEUE)

@@ -8,6 +8,7 @@ from dashboard.env import (
     env_bool,
     env_int,
     env_list,
+    env_queue_name,
     env_str,
     parse_database_url,
 )
@@ -51,6 +52,17 @@ def test_list_splits_and_trims(monkeypatch):
     """Comma-separated lists drop blanks."""
     monkeypatch.setenv("DASHBOARD_HOSTS", " a.example.com, ,b ")
     assert env_list("HOSTS", []) == ["a.example.com", "b"]
+
+
+def test_queue_name_is_one_celery_queue(monkeypatch):
+    """A queue name is taken as given; a list or a blank-containing name names the variable."""
+    assert env_queue_name("QUEUE", "watchers") == "watchers"
+    monkeypatch.setenv("DASHBOARD_QUEUE", " watchers-eu.1 ")
+    assert env_queue_name("QUEUE", "watchers") == "watchers-eu.1"
+    for bad in ("celery,watchers", "two words", "-leading-dash"):
+        monkeypatch.setenv("DASHBOARD_QUEUE", bad)
+        with pytest.raises(ConfigError, match="DASHBOARD_QUEUE: expected a queue name"):
+            env_queue_name("QUEUE", "watchers")
 
 
 def test_database_urls():

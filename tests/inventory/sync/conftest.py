@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from dralib.kube.client import KubeClient, load_client
 from dralib.kube.fakeapi import FakeApiServer
@@ -17,6 +19,7 @@ from dralib.kube.kinds import KINDS
 from inventory.sync import handler_for
 from inventory.sync.watch import WatchOptions, run_kind, write_guard
 from inventory.sync.watch import state as watch_state
+from tests.paths import free_port
 
 # Short timings so faults resolve in well under a second each.
 FAST = WatchOptions(
@@ -154,3 +157,26 @@ def wait_converged(server: FakeApiServer, *kinds: str, timeout: float = 10.0) ->
                 stored, wanted = db_state(kind), server_state(server, kind)
                 assert stored == wanted, f"{kind} differs from the server"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A redis-server of this test's own on a free loopback port, for worker processes."""
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis.from_url(url).ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    yield url
+    process.terminate()
+    process.wait(timeout=10)

@@ -45,30 +45,6 @@ def database(tmp_path: Path, redis_url: str) -> Path:
     return path
 
 
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    from tests.paths import free_port
-
-    port = free_port()
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            redis.Redis.from_url(url).ping()
-            break
-        except redis.ConnectionError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
-
-
 def _run_worker(
     database: Path, redis_url: str, *args: str, kubeconfig: Path | None = None
 ) -> subprocess.Popen[bytes]:
