@@ -12,7 +12,11 @@ and times `POST /api/claims/what-if/` from this process over loopback:
 * the same question right after a cluster change (one ResourceSlice or one allocated claim
   written again through the sync's own write path, as a watcher does);
 * headroom (`count: max`) for a 2-GPU claim not asked before;
-* the server's peak RSS after all of it.
+* the server's peak RSS after all of it;
+* the same question asked at once by 1, 4 and 8 clients (threads), each level on a fresh
+  server: every answer must be complete (no `gaveUp`) and the same apart from
+  `elapsedSeconds` and `cached` (the acceptance of issue 25). A level's CPU is the server's
+  CPU for all its answers divided by the clients.
 
 Each figure is the median of `--runs` requests: the server's CPU time (utime + stime from
 /proc, judged against the goal) beside the wall time to the answer's last byte (curl's
@@ -27,9 +31,19 @@ import json
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _measure import RUNS, Sample, Server, load_average, memory_line, report, settle
+from _measure import (
+    RUNS,
+    Sample,
+    Server,
+    load_average,
+    memory_line,
+    process_cpu,
+    report,
+    settle,
+)
 from _server import load_demo, setup_shared_database, start_server
 
 CLAIM = """
@@ -92,6 +106,51 @@ def _change(to_change: list[tuple[str, dict]], index: int) -> None:
 
 def _question(name: str) -> dict:
     return {"yaml": CLAIM.format(name=name)}
+
+
+# Clients asking the same question at once, each level on a fresh server.
+CONCURRENCY = (1, 4, 8)
+
+
+def _comparable(answer: dict) -> dict:
+    return {k: v for k, v in answer.items() if k not in ("elapsedSeconds", "cached")}
+
+
+def _concurrent(url: str, headers: dict[str, str]) -> None:
+    """The same question from 1, 4 and 8 clients at once on a fresh server: the median wall
+    time, the server CPU per answer, and every answer complete and the same."""
+    print("the same question from several clients at once, each level on a fresh server:")
+    seen: dict | None = None
+    for clients in CONCURRENCY:
+        process, base = start_server(url)
+        try:
+            settle(process.pid)
+            server = Server(process.pid, base, headers)
+            before = process_cpu(process.pid)
+            with ThreadPoolExecutor(max_workers=clients) as pool:
+                asks = [
+                    pool.submit(_post, server, _question("bench-together")) for _ in range(clients)
+                ]
+                results = [ask.result() for ask in asks]
+            cpu = (process_cpu(process.pid) - before) / clients
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        walls = [sample.wall for sample, _ in results]
+        cached = sum(1 for _, answer in results if answer.get("cached"))
+        print(
+            f"  {clients} client(s): server CPU {cpu * 1000:.0f} ms per answer, wall median "
+            f"{statistics.median(walls) * 1000:.0f} ms [{min(walls) * 1000:.0f}-"
+            f"{max(walls) * 1000:.0f}], {cached} of {clients} from the cache",
+            flush=True,
+        )
+        for sample, answer in results:
+            assert sample.status == 200, sample.body[:300]
+            assert "gaveUp" not in answer, answer["gaveUp"]
+            if seen is None:
+                seen = _comparable(answer)
+            assert _comparable(answer) == seen, "every client must get the same answer"
+    print("  every answer complete and the same at every level", flush=True)
 
 
 def main() -> None:
@@ -179,7 +238,7 @@ def main() -> None:
                 headroom.append(sample)
             report(
                 f"headroom count=max ({full['headroom']['placed']} copies on "
-                f"{len(full['headroom']['placements'])} nodes)",
+                f"{full['headroom']['placementsTotal']} nodes)",
                 headroom,
                 goal_ms=GOALS_MS["headroom"],
             )
@@ -187,6 +246,7 @@ def main() -> None:
         finally:
             process.terminate()
             process.wait(timeout=30)
+        _concurrent(url, headers)
 
 
 if __name__ == "__main__":
