@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -285,3 +286,30 @@ def test_readyz_fails_when_the_database_refuses_writes(db, client) -> None:
         "ok": False,
         "detail": f"{connection.vendor}: OperationalError: attempt to write a readonly database",
     }
+
+
+def test_failing_readyz_logs_once_per_change_never_at_error(db, client, cluster, caplog) -> None:
+    """Probes failing alike log one WARNING naming the check (Django's own 503 line at DEBUG);
+    another failing check logs again, and passing again logs one INFO."""
+    health.READINESS_LOG.reset()
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="django.request")
+    for _ in range(3):
+        assert client.get("/readyz").status_code == 503
+    stale = timezone.now() - timedelta(seconds=300)
+    SyncState.objects.create(kind="Node", served=True, heartbeat_at=stale, verified_at=stale)
+    for _ in range(2):
+        assert client.get("/readyz").status_code == 503
+    SyncState.objects.filter(kind="Node").update(
+        heartbeat_at=timezone.now(), verified_at=timezone.now(), **CURRENT
+    )
+    for _ in range(2):
+        assert client.get("/readyz").status_code == 200
+    lines = [
+        (r.levelname, getattr(r, "failing", None))
+        for r in caplog.records
+        if r.name == "console.health"
+    ]
+    assert lines == [("WARNING", ["watchers"]), ("WARNING", ["watchers", "sync"]), ("INFO", None)]
+    assert [r.levelname for r in caplog.records if r.name == "django.request"] == ["DEBUG"] * 5
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from dashboard.access_log import MAX_QUERY, redact_path, redact_query
 from dashboard.logging import (
     JsonFormatter,
+    LineLogger,
     ObjectContextFilter,
     ObjectLogger,
     current_object,
@@ -163,3 +165,116 @@ def test_log_json_setting_makes_every_line_json() -> None:
     (line,) = [json.loads(text) for text in result.stderr.splitlines()]
     assert (line["logger"], line["message"]) == ("inventory.sync", "skipped")
     assert (line["kind"], line["namespace"], line["name"]) == ("ResourceSlice", "", "node-a-gpu")
+
+
+def test_celery_task_lines_keep_the_task_not_its_arguments(stream_logger) -> None:
+    """Celery's `data` extra is logged as `task` without args, kwargs or return value."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    celery_logger = logging.getLogger("celery.app.trace")
+    celery_logger.handlers, celery_logger.propagate = [handler], False
+    try:
+        data = {
+            "id": "42",
+            "name": "claims.tasks.run_what_if_job",
+            "args": "('42', {'yaml': 'kind: Pod'})",
+            "kwargs": "{}",
+            "return_value": "'done'",
+            "runtime": 0.5,
+        }
+        celery_logger.info("Task %(name)s[%(id)s] succeeded", data, extra={"data": data})
+    finally:
+        celery_logger.handlers, celery_logger.propagate = [], True
+    (line,) = json_lines(stream)
+    assert line["task"] == {"id": "42", "name": "claims.tasks.run_what_if_job", "runtime": 0.5}
+    assert "data" not in line and "kind: Pod" not in json.dumps(line)
+
+
+def test_uvicorn_colour_copies_are_dropped(stream_logger) -> None:
+    """uvicorn's `color_message` extra (the message with terminal colours) is not logged."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    logger.info("Started server process [%d]", 7, extra={"color_message": "\x1b[36m%d\x1b[0m"})
+    (line,) = json_lines(stream)
+    assert line["message"] == "Started server process [7]" and "color_message" not in line
+
+
+def test_line_logger_logs_each_printed_line(stream_logger) -> None:
+    """Lines written in pieces are logged once complete; blank lines are dropped."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    out = LineLogger(logger)
+    out.write("Running migrations:\n  Applying app.0001_initial...")
+    out.write(" OK\n\n")
+    out.write("No newline at the end")
+    out.close()
+    assert [(r["level"], r["message"]) for r in json_lines(stream)] == [
+        ("INFO", "Running migrations:"),
+        ("INFO", "Applying app.0001_initial... OK"),
+        ("INFO", "No newline at the end"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "logged"),
+    [
+        ("", ""),
+        ("page=2&ordering=-name", "page=2&ordering=-name"),
+        ("token=abc&page=2", "token=REDACTED&page=2"),
+        ("next=/&password=hunter2", "next=/&password=REDACTED"),
+        (
+            "api_key=1&client_secret=2&Access_Token=3",
+            "api_key=1&client_secret=REDACTED&Access_Token=REDACTED",
+        ),
+        ("code=c0de&state=n0nce", "code=REDACTED&state=REDACTED"),
+        ("error=access_denied&state=n0nce", "error=access_denied&state=REDACTED"),
+        ("state=pending&namespace=team-a", "state=pending&namespace=team-a"),
+        ("token", "token"),
+    ],
+)
+def test_redact_query(query: str, logged: str) -> None:
+    """Credential-looking values are replaced; `state` only in an authorization response."""
+    assert redact_query(query) == logged
+
+
+def test_redact_query_is_bounded() -> None:
+    """A query string of any length is logged cut to MAX_QUERY characters."""
+    assert len(redact_query("a=" + "x" * 100_000)) == MAX_QUERY + len("...")
+
+
+def test_redact_path_replaces_secret_url_segments() -> None:
+    """Segments the URLconf captures as a token are replaced; other paths are kept."""
+    assert redact_path("/accounts/reset/MQ/c0ffee-token/") == "/accounts/reset/MQ/REDACTED/"
+    assert redact_path("/what-if/shared/abcdef123/") == "/what-if/shared/REDACTED/"
+    assert redact_path("/claims/team-a/token/") == "/claims/team-a/token/"
+    assert redact_path("/no/such/page/") == "/no/such/page/"
+
+
+def test_uncaught_exceptions_and_warnings_are_single_json_lines() -> None:
+    """A warning, an exception a thread did not catch and one that ends the process are each
+    one JSON line with the traceback in `exc`."""
+    code = (
+        "import django, threading, warnings; django.setup()\n"
+        "warnings.warn('deprecated thing', DeprecationWarning)\n"
+        "def fail(): raise ValueError('in a thread')\n"
+        "thread = threading.Thread(target=fail, name='worker-1'); thread.start(); thread.join()\n"
+        "raise RuntimeError('at the top')\n"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DASHBOARD_")},
+        "DASHBOARD_LOG_JSON": "1",
+        "DASHBOARD_SECRET_KEY": "test-only-secret-key-never-used-outside-the-test-suite",
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "PYTHONWARNINGS": "default",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    warning, thread, top = [json.loads(text) for text in result.stderr.splitlines()]
+    assert (warning["logger"], warning["level"]) == ("py.warnings", "WARNING")
+    assert "DeprecationWarning: deprecated thing" in warning["message"]
+    assert (thread["logger"], thread["level"]) == ("dashboard.uncaught", "ERROR")
+    assert "worker-1" in thread["message"] and "ValueError: in a thread" in thread["exc"]
+    assert (top["level"], top["message"]) == ("CRITICAL", "uncaught RuntimeError: at the top")
+    assert top["exc"].startswith("Traceback") and "RuntimeError: at the top" in top["exc"]
