@@ -26,6 +26,7 @@ stored), else every reservation would look leaked.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -39,9 +40,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from claims.choices import ClaimState
+from claims.devices.classes import table_fingerprint
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
 from inventory.choices import Kind
-from inventory.models import Device, SyncState
+from inventory.models import Device, ResourceSlice, SyncState
 from inventory.visibility import EVERYTHING, Visibility
 
 KINDS = (
@@ -157,23 +159,78 @@ def _pod_finished_at(pod: Pod) -> tuple[datetime | None, str]:
     return None, "unknown"
 
 
+@dataclass(frozen=True)
+class _KeptLeaks:
+    """Every leak but the unreserved ones, and every allocated claim reserved for nobody (a
+    leak once its `since` is older than the threshold), as of `fingerprint`."""
+
+    fingerprint: tuple[Any, ...]
+    unreserved: tuple[Leak, ...]
+    others: tuple[Leak, ...]
+
+
+_lock = threading.Lock()
+_kept: _KeptLeaks | None = None
+
+
+def forget_leaks() -> None:
+    """Drop the kept leaks (tests; the fingerprint normally makes this unnecessary)."""
+    global _kept
+    with _lock:
+        _kept = None
+
+
 def find_leaks(*, now: datetime | None = None) -> list[Leak]:
     """Every leak of the synced state, sorted by kind, namespace and claim.
 
-    Reads only the columns each check needs: at 1,000 nodes, decoding every claim's and pod's
-    stored objects to find a few dozen leaks took seconds.
+    What the leaks follow (claims with their allocations and reservations, pods, slices, and
+    whether pods are known) is read again only when one of their tables moves, so /leaks/ and
+    every /metrics scrape cost a few small queries while the cluster holds still; `now` only
+    decides which unreserved claims have waited past the threshold.
     """
     now = now or timezone.now()
-    found: list[tuple[Leak, int]] = []
+    kept = _kept_leaks()
+    threshold = settings.LEAK_UNRESERVED_SECONDS
+    leaks = [
+        leak
+        for leak in kept.unreserved
+        if leak.since is None or (now - leak.since).total_seconds() >= threshold
+    ]
+    leaks.extend(kept.others)
+    return sorted(leaks, key=lambda leak: (KINDS.index(leak.kind), leak.namespace, leak.claim))
+
+
+def _kept_leaks() -> _KeptLeaks:
+    global _kept
+    # Allocations and reservations are written with their claim, devices with their slice.
+    # The threshold is part of each unreserved leak's detail.
+    fingerprint = (
+        *table_fingerprint(ResourceClaim, Pod, ResourceSlice),
+        settings.LEAK_UNRESERVED_SECONDS,
+        pods_known(),
+    )
+    kept = _kept
+    if kept is not None and kept.fingerprint == fingerprint:
+        return kept
+    # One reading at a time: concurrent pages and scrapes after a change wait for it.
+    with _lock:
+        if _kept is not None and _kept.fingerprint == fingerprint:
+            return _kept
+        _kept = _read_leaks(fingerprint)
+        return _kept
+
+
+def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
+    """Read only the columns each check needs: at 1,000 nodes, decoding every claim's and pod's
+    stored objects to find a few dozen leaks took seconds."""
     threshold = settings.LEAK_UNRESERVED_SECONDS
     allocated = ResourceClaim.objects.exclude(state=ClaimState.PENDING).filter(
         allocated_count__gt=0
     )
-    unreserved = allocated.exclude(Exists(Reservation.objects.filter(claim=OuterRef("pk"))))
-    for claim in unreserved.only("pk", "namespace", "name", "created_at", "raw", "obj"):
+    unreserved: list[tuple[Leak, int]] = []
+    unreserved_claims = allocated.exclude(Exists(Reservation.objects.filter(claim=OuterRef("pk"))))
+    for claim in unreserved_claims.only("pk", "namespace", "name", "created_at", "raw", "obj"):
         since, source = unreserved_since(claim)
-        if since is not None and (now - since).total_seconds() < threshold:
-            continue
         leak = Leak(
             kind="unreserved",
             namespace=claim.namespace,
@@ -182,13 +239,18 @@ def find_leaks(*, now: datetime | None = None) -> list[Leak]:
             since=since,
             since_source=source,
         )
-        found.append((leak, claim.pk))
-    if pods_known():
+        unreserved.append((leak, claim.pk))
+    found: list[tuple[Leak, int]] = []
+    if fingerprint[-1]:  # pods are known
         found.extend(_reservation_leaks())
         found.extend(_owner_leaks())
-    leaks = _with_devices(found)
-    leaks.extend(_pool_leaks())
-    return sorted(leaks, key=lambda leak: (KINDS.index(leak.kind), leak.namespace, leak.claim))
+    with_devices = _with_devices([*unreserved, *found])
+    others = [*with_devices[len(unreserved) :], *_pool_leaks()]
+    return _KeptLeaks(
+        fingerprint=fingerprint,
+        unreserved=tuple(with_devices[: len(unreserved)]),
+        others=tuple(others),
+    )
 
 
 def _with_devices(found: list[tuple[Leak, int]]) -> list[Leak]:

@@ -18,9 +18,10 @@ process and the tests that start a real server run. Why uvicorn, and why these o
 - SIGTERM or SIGINT calls `dashboard.cancel.begin_shutdown()` before uvicorn's own handling, so
   running searches stop at once and the wait for open requests is short; a client that holds
   its connection open is cut after GRACEFUL_SECONDS.
-- At start, a background thread computes the DeviceClass membership and the physical units
-  (`claims.devices.availability.warm_units`), which the overview, /metrics and the availability
-  API read: the first page after a start no longer pays seconds of CEL for them; then the
+- At start, a background thread computes the DeviceClass membership, the physical units and
+  every pool's device counts (`claims.devices.counts.warm_counts`), which the overview,
+  /metrics, pool-status and the availability API read: the first page after a start no longer
+  pays seconds of CEL for them; then the
   what-if state (`claims.whatif.service.warm_live_simulation`: the cluster read and every
   node's allocator pools), so the first question is not a cold one.
 """
@@ -44,7 +45,7 @@ django.setup()
 
 from django.db import connections  # noqa: E402
 
-from claims.devices.availability import warm_units  # noqa: E402
+from claims.devices.counts import warm_counts  # noqa: E402
 from claims.whatif.service import warm_live_simulation  # noqa: E402
 from dashboard.cancel import begin_shutdown  # noqa: E402
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _warm() -> None:
     try:
-        warm_units()
+        warm_counts()
     except Exception:  # an empty or unmigrated database: the first page computes it instead
         log.warning("could not compute the device class membership at start", exc_info=True)
     try:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Exists, Q, TextField, Value
+from django.db.models import BooleanField, Exists, Model, Q, TextField, Value
 from django.db.models.functions import Cast
 
 from claims.devices.states import json_text, rule_taints
@@ -43,6 +43,7 @@ __all__ = [
     "class_utilisation",
     "forget_membership",
     "held_and_tainted",
+    "table_fingerprint",
 ]
 
 CLASS_METHOD = (
@@ -90,19 +91,22 @@ _lock = threading.Lock()
 _cached: ClassMembership | None = None
 
 
-def _fingerprint() -> Fingerprint:
-    """Cheap summary of ResourceSlice and DeviceClass: any write or delete moves it."""
+def table_fingerprint(*models: type[Model]) -> Fingerprint:
+    """Cheap summary of the models' tables, in one round trip: row count, newest `synced_at`
+    and highest pk of each (every synced model has them). Any write or delete moves it."""
     parts = []
-    for model in (ResourceSlice, DeviceClass):
+    for model in models:
         table = connection.ops.quote_name(model._meta.db_table)
-        parts.append(f"SELECT COUNT(*), MAX(synced_at), MAX(id) FROM {table}")
-    # One round trip for both tables: the overview page counts its queries.
+        parts.append(f"(SELECT COUNT(*), MAX(synced_at), MAX(id) FROM {table}) AS t{len(parts)}")
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT * FROM ({}) AS slices, ({}) AS classes".format(*parts)  # noqa: S608
-        )
+        cursor.execute("SELECT * FROM " + ", ".join(parts))  # noqa: S608
         row = cursor.fetchone()
     return tuple(row or ())
+
+
+def _fingerprint() -> Fingerprint:
+    """Cheap summary of ResourceSlice and DeviceClass: any write or delete moves it."""
+    return table_fingerprint(ResourceSlice, DeviceClass)
 
 
 def forget_membership() -> None:
@@ -313,14 +317,7 @@ _holds: tuple[Fingerprint, Holds] | None = None
 def _holds_fingerprint(membership: ClassMembership) -> Fingerprint:
     """What the holds follow: the slices and classes (devices' own taints), the claims (every
     allocation is written with its claim, and goes with it) and the DeviceTaintRules."""
-    parts = []
-    for model in (ResourceClaim, DeviceTaintRule):
-        table = connection.ops.quote_name(model._meta.db_table)
-        parts.append(f"SELECT COUNT(*), MAX(synced_at), MAX(id) FROM {table}")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT * FROM ({}) AS claims, ({}) AS rules".format(*parts))  # noqa: S608
-        row = cursor.fetchone()
-    return (membership.fingerprint, *(row or ()))
+    return (membership.fingerprint, *table_fingerprint(ResourceClaim, DeviceTaintRule))
 
 
 def held_and_tainted(membership: ClassMembership) -> Holds:

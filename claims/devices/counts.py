@@ -3,10 +3,13 @@ each state means)."""
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import reduce
 from operator import or_
+from typing import Any
 
 from django.db.models import (
     BooleanField,
@@ -24,8 +27,13 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from claims.devices.availability import overdrawn_consumers, unit_index
-from claims.devices.classes import Holds, class_membership, held_and_tainted
+from claims.devices.availability import overdrawn_consumers, unit_index, warm_units
+from claims.devices.classes import (
+    Holds,
+    class_membership,
+    held_and_tainted,
+    table_fingerprint,
+)
 from claims.devices.health import reported_unhealthy_keys
 from claims.devices.states import (
     _allocations,
@@ -35,7 +43,7 @@ from claims.devices.states import (
     _rule_match,
     rule_taints,
 )
-from claims.models import AllocatedDevice
+from claims.models import AllocatedDevice, Pod, ResourceClaim
 from inventory.models import Device, DeviceTaintRule, Pool
 
 CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
@@ -79,8 +87,70 @@ def pool_utilisation(pools: QuerySet[Pool]) -> QuerySet[Pool]:
     ).annotate(devices_free=F("devices_total") - F("devices_allocated") - F("devices_tainted"))
 
 
-# Up to this many chosen pools are named in the allocation query; more are filtered after it.
-MAX_POOLS_NAMED = 50
+PoolKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class _KeptCounts:
+    """The counts of every pool, and per pool its unhealthy devices that are neither held nor
+    tainted, as of `fingerprint`."""
+
+    fingerprint: tuple[Any, ...]
+    counts: Mapping[PoolKey, Mapping[str, int]]
+    unhealthy_unavailable: Mapping[PoolKey, int]
+
+
+_lock = threading.Lock()
+_kept: _KeptCounts | None = None
+
+
+def forget_counts() -> None:
+    """Drop the kept counts (tests; the fingerprint normally makes this unnecessary)."""
+    global _kept
+    with _lock:
+        _kept = None
+
+
+def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
+    """Every pool's counts, computed again only when what they follow moves: the slices and
+    classes (devices, their taints), the claims (allocations and their device status), the
+    DeviceTaintRules and the pods (their health reports). Two small queries say whether it did;
+    a page then reads the counts of 10,000 pools without reading 100,000 devices."""
+    global _kept
+    membership = class_membership()
+    fingerprint = (
+        membership.fingerprint,
+        *table_fingerprint(ResourceClaim, DeviceTaintRule, Pod),
+    )
+    kept = _kept
+    if kept is not None and kept.fingerprint == fingerprint:
+        return kept
+    # One computation at a time: requests arriving meanwhile wait for it, not repeat it.
+    with _lock:
+        if _kept is not None and _kept.fingerprint == fingerprint:
+            return _kept
+        devices = Device.objects.filter(current=True)
+        rules = _effective_rules()
+        unhealthy = _unhealthy_keys(devices, rules=rules)
+        counts = _compute_counts(holds=holds, rules=rules, unhealthy=unhealthy)
+        _kept = _KeptCounts(
+            fingerprint=fingerprint,
+            counts=counts,
+            unhealthy_unavailable=_unavailable(devices, unhealthy, rules=rules),
+        )
+        return _kept
+
+
+def warm_counts() -> None:
+    """`availability.warm_units` (class membership, units, holds), then every pool's counts:
+    what a web process computes in the background at start, so that neither the first
+    overview nor the first scrape pays for it."""
+    warm_units()
+    _kept_counts()
+
+
+def _chosen(pools: QuerySet[Pool] | None) -> set[PoolKey] | None:
+    return None if pools is None else set(pools.values_list("driver", "name"))
 
 
 def pool_device_counts(
@@ -93,17 +163,66 @@ def pool_device_counts(
     allows multiple allocations); tainted (not held, NoSchedule/NoExecute); free = total -
     allocated - tainted; admin (free, held by admin-access allocations only) and blocked (free,
     not admin, its counters exhausted) are parts of free; unhealthy overlaps the others.
-    Grouped queries counted from the allocation side, so the number of queries and the per-row
-    work stay flat as devices grow. `refine=False` leaves blocked and unhealthy at 0 (and saves
-    their queries) for callers that do not report them; a caller that read the `holds`
-    (claims.devices.classes.held_and_tainted) for other counts passes them.
+    Counted for every pool at once and kept in process memory until the cluster changes
+    (`_kept_counts`), so a page costs two small queries plus one for the `pools` it names.
+    `refine=False` reports blocked and unhealthy as 0, for callers that do not report them; a
+    caller that read the `holds` (claims.devices.classes.held_and_tainted) passes them.
     """
+    kept = _kept_counts(holds)
+    chosen = _chosen(pools)
+    result: dict[tuple[str, str], dict[str, int]] = {}
+    for key, counts in kept.counts.items():
+        if chosen is not None and key not in chosen:
+            continue
+        row = dict(counts)
+        if not refine:
+            row["blocked"] = row["unhealthy"] = 0
+        result[key] = row
+    return result
 
-    current = Device.objects.filter(current=True)
-    devices = current if pools is None else current.filter(pool__in=pools)
-    chosen = None if pools is None else set(pools.values_list("driver", "name"))
+
+def unavailable_unhealthy(pools: QuerySet[Pool] | None = None) -> dict[tuple[str, str], int]:
+    """Per pool: unhealthy devices that are neither allocated nor tainted (the tainted ones are
+    already unavailable), kept with the counts."""
+    kept = _kept_counts()
+    chosen = _chosen(pools)
+    return {
+        key: count
+        for key, count in kept.unhealthy_unavailable.items()
+        if chosen is None or key in chosen
+    }
+
+
+def _unavailable(
+    devices: QuerySet[Device], keys: set[tuple[str, str, str]], *, rules: list[DeviceTaintRule]
+) -> dict[PoolKey, int]:
+    """Per pool: of the unhealthy `keys`, those neither held nor tainted (few: flat queries)."""
+    if not keys:
+        return {}
+    names = {name for _, _, name in keys}
+    held = set(
+        AllocatedDevice.objects.filter(admin_access=False, device__in=names).values_list(
+            "driver", "pool", "device"
+        )
+    )
+    ruled = reduce(or_, (_rule_match(rule) for rule in rules), Q(tainted=True))
+    tainted = set(devices.filter(ruled, name__in=names).values_list("driver", "pool_name", "name"))
+    extra: dict[PoolKey, int] = defaultdict(int)
+    for key in keys - held - tainted:
+        extra[(key[0], key[1])] += 1
+    return dict(extra)
+
+
+def _compute_counts(
+    *,
+    holds: Holds | None,
+    rules: list[DeviceTaintRule],
+    unhealthy: set[tuple[str, str, str]],
+) -> dict[tuple[str, str], dict[str, int]]:
+    """Grouped queries counted from the allocation side, so the number of queries and the
+    per-row work stay flat as devices grow."""
+    current = devices = Device.objects.filter(current=True)
     # The few rules become a static condition: a rule subquery per device costs far more.
-    rules = _effective_rules()
     tainted = reduce(or_, (_rule_match(rule) for rule in rules), Q(tainted=True))
     counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
         lambda: dict.fromkeys(COUNT_KEYS, 0)
@@ -129,10 +248,6 @@ def pool_device_counts(
     # Counted from the allocation side: thousands of allocations, not tens of thousands of
     # devices each asking whether it is allocated.
     allocations = AllocatedDevice.objects.filter(Exists(named))
-    if chosen is not None and len(chosen) <= MAX_POOLS_NAMED:
-        allocations = allocations.filter(
-            reduce(or_, (Q(driver=d, pool=p) for d, p in chosen), Q(pk__in=[]))
-        )
     held = (
         allocations.order_by()
         .values("driver", "pool")
@@ -154,27 +269,18 @@ def pool_device_counts(
         )
     )
     for row in held:
-        if chosen is not None and (row["driver"], row["pool"]) not in chosen:
-            continue
         entry = counts[(row["driver"], row["pool"])]
         entry["allocated"], entry["shared"] = row["allocated"], row["shared"]
         entry["admin"] = row["admin"]
     for entry in counts.values():
         entry["free"] = entry["total"] - entry["allocated"] - entry["tainted"]
-    if not refine:
-        return dict(counts)
-    _count_blocked(counts, chosen=chosen, holds=holds)
-    for driver, pool_name, _ in _unhealthy_keys(devices, rules=rules):
+    _count_blocked(counts, holds=holds)
+    for driver, pool_name, _ in unhealthy:
         counts[(driver, pool_name)]["unhealthy"] += 1
     return dict(counts)
 
 
-def _count_blocked(
-    counts: dict[tuple[str, str], dict[str, int]],
-    *,
-    chosen: set[tuple[str, str]] | None,
-    holds: Holds | None,
-) -> None:
+def _count_blocked(counts: dict[tuple[str, str], dict[str, int]], *, holds: Holds | None) -> None:
     """Blocked devices per pool: consumers that nothing holds (not even admin access) and that
     are not tainted, which the counters their pool has left after the holders cannot cover.
     Read from the physical units kept for availability (claims.devices.availability: the
@@ -186,9 +292,7 @@ def _count_blocked(
     blocked = overdrawn_consumers(index, held) - held - admin - tainted
     for pk in blocked:
         unit = index.units[index.unit_of[pk]]
-        key = (unit.driver, unit.pool)
-        if chosen is None or key in chosen:
-            counts[key]["blocked"] += 1
+        counts[(unit.driver, unit.pool)]["blocked"] += 1
 
 
 def _unhealthy_keys(

@@ -25,18 +25,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from django.db.models import Exists, Q, QuerySet, TextField
+from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from claims.devices.classes import class_membership
-from claims.devices.counts import _unhealthy_keys, pool_device_counts
+from claims.devices.classes import class_membership, held_and_tainted
+from claims.devices.counts import pool_device_counts, unavailable_unhealthy
 from claims.devices.states import (
-    _allocations,
     _attribute_value,
     _consumption,
     _effective_rules,
     _pool_counters,
     _rule_match,
+    json_text,
 )
 from claims.devices.usage import _capacity_rows
 from claims.models import AllocatedDevice
@@ -101,31 +101,6 @@ def _validation_error(pool: Pool) -> str | None:
     )[:256]
 
 
-def unavailable_unhealthy(pools: QuerySet[Pool]) -> dict[tuple[str, str], int]:
-    """Per pool: unhealthy devices that are neither allocated nor tainted (the tainted ones are
-    already unavailable). A fixed number of queries: unhealthy devices are few."""
-    devices = Device.objects.filter(current=True, pool__in=pools)
-    rules = _effective_rules()
-    keys = _unhealthy_keys(devices, rules=rules)
-    if not keys:
-        return {}
-    names = {name for _, _, name in keys}
-    held = set(
-        AllocatedDevice.objects.filter(admin_access=False, device__in=names).values_list(
-            "driver", "pool", "device"
-        )
-    )
-    tainted = set(
-        devices.filter(Q(tainted=True) | _any(rules), name__in=names).values_list(
-            "driver", "pool_name", "name"
-        )
-    )
-    extra: dict[tuple[str, str], int] = defaultdict(int)
-    for key in keys - held - tainted:
-        extra[(key[0], key[1])] += 1
-    return dict(extra)
-
-
 def _fits(left: dict[tuple[str, str], Fraction], need: Mapping[tuple[str, str], Fraction]) -> bool:
     # As upstream's counter check: a counter already overdrawn blocks every consumer of the pool.
     if any(value.numerator < 0 for value in left.values()):
@@ -146,23 +121,31 @@ def partition_summaries(
         .exclude(consumes_counters=[])
         .annotate(
             spelling=Cast("consumes_counters", TextField()),
-            held=Exists(_allocations().filter(admin_access=False)),
+            attributes_text=Cast("attributes", TextField()),
         )
         .order_by("name")
     )
-    rows = list(
-        consumers.values_list(
-            "pool_id",
-            "driver",
-            "attributes",
-            "spelling",
-            "held",
-            "tainted",
-            "name",
-            "pool_name",
-            "slice__obj__spec__partitionTypeAttribute",
+    # Held devices from the holds kept for the counts (claims.devices.classes), not an
+    # allocation subquery per device.
+    membership = class_membership()
+    holders = held_and_tainted(membership)[0]
+    keys = membership.keys
+    rows = [
+        (pool_id, driver, attributes, spelling, keys.get((driver, pool, name)) in holders)
+        + (tainted, name, pool, own)
+        for pool_id, driver, attributes, spelling, tainted, name, pool, own in (
+            consumers.values_list(
+                "pool_id",
+                "driver",
+                "attributes_text",
+                "spelling",
+                "tainted",
+                "name",
+                "pool_name",
+                "slice__obj__spec__partitionTypeAttribute",
+            )
         )
-    )
+    ]
     if not rows:
         return {}
     left = _pool_counters({row[0] for row in rows})
@@ -187,7 +170,7 @@ def partition_summaries(
         attribute = own or default_attribute
         if not attribute:
             continue
-        value = _attribute_value(attributes or {}, str(attribute), driver)
+        value = _attribute_value(json_text(attributes) or {}, str(attribute), driver)
         if value is None:
             continue
         key = (pool_id, str(attribute), value)
