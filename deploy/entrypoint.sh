@@ -3,8 +3,9 @@
 #   web      uvicorn (ASGI: HTTP and websockets, options in console/serve.py) on
 #            0.0.0.0:${DASHBOARD_PORT:-8000}; no proxy headers: the app takes them from
 #            DASHBOARD_TRUSTED_PROXIES only
-#   worker   Celery worker (watchers and what-if jobs)
-#   beat     Celery beat with django_celery_beat's DatabaseScheduler (run exactly one)
+#   worker   Celery worker (watchers and what-if jobs); run any number: each adopts free watch
+#            leases itself when it consumes the watch queue (DASHBOARD_WORKER_QUEUES)
+#   beat     Celery beat with django_celery_beat's DatabaseScheduler (optional; at most one)
 #   migrate  apply database migrations, then exit (one-shot, before web/worker/beat)
 #   manage   any manage.py command, e.g. `manage createsuperuser`
 # Anything else is run as given.
@@ -22,10 +23,12 @@ case "$command" in
     ;;
   worker)
     # Threads: each kind's watcher holds a slot for minutes while it waits on the API server, so
-    # a process per slot would waste memory; 16 covers 10 watchers plus what-if jobs.
+    # a process per slot would waste memory; 24 covers all 15 watchers (a lone survivor takes
+    # every kind over) plus what-if jobs. A worker started without the watch queue in
+    # DASHBOARD_WORKER_QUEUES runs jobs only and never adopts a watcher.
     exec celery -A dashboard --quiet worker --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \
-      --queues celery,watchers --pool threads \
-      --concurrency "${DASHBOARD_WORKER_CONCURRENCY:-16}" "$@"
+      --queues "${DASHBOARD_WORKER_QUEUES:-celery,${DASHBOARD_WATCH_QUEUE:-watchers}}" \
+      --pool threads --concurrency "${DASHBOARD_WORKER_CONCURRENCY:-24}" "$@"
     ;;
   beat)
     exec celery -A dashboard --quiet beat --loglevel "${DASHBOARD_LOG_LEVEL:-INFO}" \

@@ -22,7 +22,7 @@ def variables_read() -> dict[str, str]:
             found.setdefault(name, str(path.relative_to(ROOT)))
     # Settings are read through env helpers with the prefix added: env_int("LIST_PAGE_SIZE", ...).
     settings = (ROOT / "dashboard" / "settings.py").read_text()
-    for name in re.findall(r'env_(?:str|bool|int|list)\("([A-Z0-9_]+)"', settings):
+    for name in re.findall(r'env_(?:str|bool|int|list|queue_name)\("([A-Z0-9_]+)"', settings):
         found.setdefault(f"DASHBOARD_{name}", "dashboard/settings.py")
     return found
 

@@ -98,6 +98,13 @@ def test_compose_has_every_service(config) -> None:
     }
 
 
+def test_compose_worker_scales(config) -> None:
+    """`--scale worker=N` needs a worker with no fixed container name and no published port."""
+    worker = config["services"]["worker"]
+    assert "container_name" not in worker
+    assert not worker.get("ports")
+
+
 def test_compose_healthchecks(config) -> None:
     """postgres, redis, web and worker have healthchecks; web's asks /healthz."""
     services = config["services"]

@@ -164,6 +164,22 @@ def test_worker_beat_and_migrate_run_the_same_image() -> None:
     assert images == {"dra-dashboard"}
 
 
+def test_workers_are_replicated_spread_and_kept_by_a_budget() -> None:
+    """At least two workers, preferably on different nodes, and a drain leaves one running."""
+    worker = one("Deployment", "dra-dashboard-worker")["spec"]
+    labels = worker["selector"]["matchLabels"]
+    assert worker["replicas"] >= 2
+    (term,) = worker["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == labels
+    budget = one("PodDisruptionBudget", "dra-dashboard-worker")
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["spec"]["selector"]["matchLabels"] == labels
+    assert 1 <= budget["spec"]["minAvailable"] < worker["replicas"]
+
+
 @pytest.mark.parametrize("name", ["web", "worker", "beat", "migrate", "redis"])
 def test_pods_run_as_non_root_with_read_only_root(name: str) -> None:
     """Every pod runs non-root, drops all capabilities and mounts its root filesystem read-only."""
