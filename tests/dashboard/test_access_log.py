@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dashboard.access_log import AccessLog
+from dashboard.security import harden
 
 Message = dict[str, Any]
 
@@ -123,3 +124,26 @@ def test_lifespan_and_other_scopes_are_not_logged(caplog) -> None:
 
     run(app, {"type": "lifespan"})
     assert access_records(caplog) == []
+
+
+def test_behind_a_trusted_proxy_the_forwarded_client_is_logged(caplog, settings) -> None:
+    """Inside `harden`, the access log sees the client ProxyHeaders took from the proxy."""
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    caplog.set_level(logging.INFO)
+
+    async def app(scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    scope = http_scope(method="GET", headers=[(b"x-forwarded-for", b"203.0.113.9")])
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(harden(app)(scope, receive, send))
+    [record] = access_records(caplog)
+    assert (record.client, record.status) == ("203.0.113.9", 204)
