@@ -30,12 +30,15 @@ from claims.whatif.holders import with_holders
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
 from claims.whatif.listing import fingerprint_of, table_versions
 from claims.whatif.nodefilter import NodeFilter
-from claims.whatif.options import Options
+from claims.whatif.options import MAX_NODES_OFFSET, Options
 from claims.whatif.state import ClusterSwitching, build_view, cluster_state
 from dashboard.live import publish_changes
 from inventory.freshness import SWITCHING, cluster_freshness
 
 log = logging.getLogger(__name__)
+# A window past any cluster's last node: an answer with counts, `best` and diagnosis but no
+# per-node entries, which a diagnosis never shows.
+_NO_NODES = Options(nodes_offset=MAX_NODES_OFFSET, nodes_limit=1)
 
 # Answers computed by this process (shared ones once): tests count them to prove single flight.
 COMPUTED = [0]
@@ -131,8 +134,9 @@ def _shared_answer(
         COMPUTED[0] += 1
     sim.start_budget(settings.DIAGNOSIS_BUDGET_SECONDS)
     try:
+        # Only the closest node's entry is read (below): none is built for the other nodes.
         answer = evaluate(
-            sim, [claim], options=Options(), node_check=node_filter.check, with_stranded=False
+            sim, [claim], options=_NO_NODES, node_check=node_filter.check, with_stranded=False
         )
     except WhatIfError as exc:
         answer = {"fits": False, "error": exc.as_dict(), "reasons": [str(exc)]}
@@ -151,11 +155,25 @@ def _shared_answer(
         # Devices fit on a node the pod cannot use (tainted, cordoned): the engine then gives
         # no diagnosis; the closest node's reports say what keeps the usable ones from it.
         node = answer["best"][0].get("node")
-        entry = next((n for n in answer.get("nodes") or [] if n.get("node") == node), {})
-        requests = entry.get("reasons") or []
+        requests = _node_reasons(sim, claim, node=str(node), node_filter=node_filter)
     if requests:
         answer["diagnosis"] = {**diagnosis, "node": node, "requests": with_holders(requests)}
     return answer
+
+
+def _node_reasons(sim: Simulation, claim: InputClaim, *, node: str, node_filter: NodeFilter) -> Any:
+    """One node's per-request reasons, the claim asked again on that node alone."""
+    try:
+        alone = evaluate(
+            sim,
+            [claim],
+            options=Options(nodes=[node]),
+            node_check=node_filter.check,
+            with_stranded=False,
+        )
+    except WhatIfError:
+        return []
+    return next(iter(alone.get("nodes") or []), {}).get("reasons") or []
 
 
 def _classic(pod_names: list[str], fingerprint: str, cluster: JSON) -> JSON:
