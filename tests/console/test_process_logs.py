@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +127,7 @@ def test_web_server_lines_are_json_with_an_access_log_and_one_readiness_warning(
     kubeconfig = var_dir / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
     port = free_port()
-    env = server_env(
-        var_dir, **json_settings(KUBECONFIG=str(kubeconfig), READY_MAX_WATCH_AGE="30")
-    )
+    env = server_env(var_dir, **json_settings(KUBECONFIG=str(kubeconfig), READY_MAX_WATCH_AGE="30"))
     server = Process(server_command(port), env, var_dir, "web")
     try:
         base = f"http://127.0.0.1:{port}"
