@@ -65,24 +65,32 @@ class ParsedObject:
     obj: bytes | JSON
 
 
-def _compact(item: Mapping[str, Any]) -> bytes | JSON:
-    """`item` as JSON compressed at zlib's fastest level.
+def _dumped(item: Mapping[str, Any]) -> bytes | None:
+    """`item` as JSON, or None for an integer past 64 bits (orjson's limit)."""
+    try:
+        return orjson.dumps(item)
+    except TypeError:
+        return None
+
+
+def _compact(text: bytes) -> bytes:
+    """JSON text compressed at zlib's fastest level.
 
     Objects repeat their keys and many values, so the fastest level already shrinks the
     5,000-node demo's 200 MB of JSON to about 70 MB, for a few seconds of CPU in and out.
     """
-    try:
-        text = orjson.dumps(item)
-    except TypeError:  # an integer past 64 bits: kept as it is
-        return dict(item)
     return zlib.compress(text, 1)
 
 
 def _pair(parsed: ParsedObject) -> tuple[JSON, JSON]:
-    """(raw, normalized) of a parsed object, two separate values as the writer expects."""
+    """(raw, normalized) of a parsed object, as the writer takes them.
+
+    When normalizing changed nothing both are one decoded value: the writer only reads them
+    (a kind's `redact` makes copies), and decoding the same text twice was a tenth of writing.
+    """
     if parsed.obj is parsed.raw and isinstance(parsed.raw, bytes):
-        text = zlib.decompress(parsed.raw)
-        return orjson.loads(text), orjson.loads(text)
+        value: JSON = orjson.loads(zlib.decompress(parsed.raw))
+        return value, value
     return _expanded(parsed.raw), _expanded(parsed.obj)
 
 
@@ -197,8 +205,11 @@ def parse_texts(
                 report.ignored[kind] += 1
                 continue
             item = with_uid(item)
+            # The object as written, dumped before normalizing may rewrite it in place: it is
+            # this import's to give away, so normalizing need not copy it first.
+            text = _dumped(item)
             try:
-                obj = normalize(item, validate=True)
+                obj = normalize(item, validate=True, owned=text is not None)
             except NormalizeError as exc:
                 errors.append(f"{where}: {exc}")
                 continue
@@ -222,8 +233,15 @@ def parse_texts(
             first_seen[key] = where
             if uid:
                 uids[uid] = where
-            raw = _compact(item)
-            normalized = raw if isinstance(raw, bytes) and obj == item else _compact(obj)
+            raw: bytes | JSON
+            normalized: bytes | JSON
+            if text is None:  # an integer past 64 bits: both kept as values (normalize copied)
+                raw, normalized = dict(item), obj
+            else:
+                # The same text means the same object: held (and later decoded) once.
+                same = _dumped(obj)
+                raw = _compact(text)
+                normalized = raw if same == text else obj if same is None else _compact(same)
             parsed.append(ParsedObject(where, obj["kind"], raw, normalized))
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])

@@ -26,6 +26,12 @@ def test_served_fixture_normalizes_to_expected(served: Served) -> None:
     assert normalize(load_yaml(served.path)) == expected(served.case)
 
 
+@pytest.mark.parametrize("served", SERVED, ids=_id)
+def test_owned_fixture_normalizes_as_a_copied_one(served: Served) -> None:
+    """Handed over (`owned`, rewritten in place), a fixture normalizes to the same object."""
+    assert normalize(load_yaml(served.path), owned=True, validate=True) == expected(served.case)
+
+
 @pytest.mark.parametrize("case", case_names())
 def test_expected_is_a_fixed_point(case: str) -> None:
     """Normalizing an already-internal object changes nothing."""

@@ -542,6 +542,32 @@ def test_nesting_is_bounded_in_free_form_fields() -> None:
     assert error.field.startswith("spec.devices.config[0].opaque.parameters.n.n")
 
 
+def test_an_owned_object_is_bounded_as_a_copied_one() -> None:
+    """Handed over (`owned`), an object past the copy's bounds gets the same error, same path."""
+    shared: Any = {"x": 1}
+    for _ in range(40):
+        shared = [shared, shared]
+    nested: Any = 1
+    for _ in range(80):
+        nested = {"n": nested}
+    for parameters in ({"a": shared}, nested):
+        obj = _claim(config=[{"opaque": {"driver": "gpu.example.com", "parameters": parameters}}])
+        copied = _unvalidated_error(obj)
+        with pytest.raises(NormalizeError) as raised:
+            normalize(obj, owned=True)
+        assert (raised.value.field, raised.value.reason) == (copied.field, copied.reason)
+
+
+def test_an_owned_object_is_rewritten_in_place_unless_a_copy_is_needed() -> None:
+    """A plain owned object becomes the result; tuples or other mappings are still copied."""
+    obj = _claim()
+    assert normalize(obj, owned=True, validate=True) is obj
+    with_tuple = _claim(config=[{"opaque": {"driver": "gpu.example.com", "parameters": (1,)}}])
+    result = normalize(with_tuple, owned=True)
+    assert result is not with_tuple
+    assert result["spec"]["devices"]["config"][0]["opaque"]["parameters"] == [1]
+
+
 def _unvalidated_error(obj: dict[str, Any]) -> NormalizeError:
     """The error normalize raises even without validation (plain() is always bounded)."""
     with pytest.raises(NormalizeError) as raised:
