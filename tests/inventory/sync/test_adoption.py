@@ -2,13 +2,15 @@
 
 Each test runs real `celery worker` processes (the threads pool, as deploy/entrypoint.sh starts
 them) with a throwaway Redis as broker and lease store, a SQLite file as database and the fake API
-server over HTTP as the cluster. The database and Redis are read from outside the workers.
+server over HTTP as the cluster. Each test runs on a SQLite file and on a PostgreSQL server of
+its own; the database and Redis are read from outside the workers.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -30,6 +33,7 @@ from inventory.models import SyncState
 from inventory.sync import handler_for
 from tests.inventory.sync import objects
 from tests.inventory.sync.conftest import server_state
+from tests.inventory.sync.test_workers import PrivatePostgres
 from tests.paths import ROOT
 
 # Each test starts its own Redis and worker processes: run once (bin/test).
@@ -107,12 +111,29 @@ def cluster(server: FakeApiServer) -> FakeApiServer:
     return server
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A SQLite file, or a PostgreSQL server of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'adoption.sqlite3'}"
+        return
+    postgres = PrivatePostgres()
+    postgres.start()
+    try:
+        yield postgres.url
+    finally:
+        postgres.stop()
+        shutil.rmtree(postgres.dir, ignore_errors=True)
+
+
 @pytest.fixture
-def worker_env(cluster: FakeApiServer, tmp_path: Path, redis_url: str) -> dict[str, str]:
-    """The environment of every worker: one database file, one Redis, the fake cluster."""
+def worker_env(
+    cluster: FakeApiServer, tmp_path: Path, redis_url: str, database_url: str
+) -> dict[str, str]:
+    """The environment of every worker: one database, one Redis, the fake cluster."""
     env = {
         **os.environ,
-        "DASHBOARD_DATABASE_URL": f"sqlite:///{tmp_path / 'adoption.sqlite3'}",
+        "DASHBOARD_DATABASE_URL": database_url,
         "DASHBOARD_REDIS_URL": redis_url,
         "DASHBOARD_CELERY_EAGER": "0",
         "DASHBOARD_EMBEDDED_SYNC": "0",
@@ -145,22 +166,31 @@ def _start(workers: dict[str, Worker], env: dict[str, str], log_dir: Path, *name
         workers[name] = Worker(name, env=env, log_dir=log_dir)
 
 
-def _database(env: dict[str, str]) -> Path:
-    return Path(env["DASHBOARD_DATABASE_URL"].removeprefix("sqlite:///"))
+def _database(env: dict[str, str]) -> str:
+    return env["DASHBOARD_DATABASE_URL"]
 
 
-def _stored(database: Path, kind: str) -> dict[str, str]:
+def _rows(database: str, query: str) -> list[tuple[Any, ...]]:
+    """The rows of `query`, read with the backend's plain driver from outside the workers."""
+    if database.startswith("sqlite:///"):
+        with sqlite3.connect(database.removeprefix("sqlite:///"), timeout=30) as connection:
+            return list(connection.execute(query))
+    import psycopg
+
+    with psycopg.connect(database.replace("postgres://", "postgresql://", 1)) as connection:
+        return list(connection.execute(query))
+
+
+def _stored(database: str, kind: str) -> dict[str, str]:
     table = handler_for(kind).model._meta.db_table
-    with sqlite3.connect(database, timeout=30) as connection:
-        return dict(connection.execute(f"SELECT uid, resource_version FROM {table}"))  # noqa: S608
+    return dict(_rows(database, f"SELECT uid, resource_version FROM {table}"))  # noqa: S608
 
 
-def _synced_kinds(database: Path) -> set[str]:
+def _synced_kinds(database: str) -> set[str]:
     """Kinds whose watcher has listed, or found the kind not served by the cluster."""
     table = SyncState._meta.db_table
-    query = f"SELECT kind FROM {table} WHERE last_list_at IS NOT NULL OR served = 0"  # noqa: S608
-    with sqlite3.connect(database, timeout=30) as connection:
-        return {row[0] for row in connection.execute(query)}
+    query = f"SELECT kind FROM {table} WHERE last_list_at IS NOT NULL OR NOT served"  # noqa: S608
+    return {row[0] for row in _rows(database, query)}
 
 
 def _holders(redis_url: str) -> dict[str, str]:
@@ -179,14 +209,14 @@ def _pid_of(owner: str) -> int:
     return int(owner.split(":")[1])
 
 
-def _converged(server: FakeApiServer, database: Path) -> list[str]:
+def _converged(server: FakeApiServer, database: str) -> list[str]:
     """What still differs between the server and the database (empty once converged)."""
     differing = sorted(set(KINDS) - _synced_kinds(database))
     differing += [k for k in COMPARED if _stored(database, k) != server_state(server, k)]
     return differing
 
 
-def _wait_converged(server: FakeApiServer, database: Path, *, timeout: float) -> None:
+def _wait_converged(server: FakeApiServer, database: str, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     differing = _converged(server, database)
     while differing:
@@ -251,12 +281,9 @@ def test_a_killed_workers_leases_are_taken_over_without_beat(
 
     _wait_held_by(redis_url, {workers["second"].pid}, timeout=60)
     _wait_converged(cluster, database, timeout=60)
-    assert "after-the-kill" in {
-        row[0]
-        for row in sqlite3.connect(database).execute(
-            f"SELECT name FROM {handler_for('Node').model._meta.db_table}"  # noqa: S608
-        )
-    }
+    nodes = handler_for("Node").model._meta.db_table
+    names = {row[0] for row in _rows(database, f"SELECT name FROM {nodes}")}  # noqa: S608
+    assert "after-the-kill" in names and "node-0" not in names
     _assert_clean_logs(workers["second"])
 
 
