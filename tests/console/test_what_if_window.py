@@ -42,3 +42,12 @@ def test_all_nodes_fit_one_page_without_a_pager(demo, viewer_client: Client) -> 
     response = viewer_client.post(reverse("what-if"), {"yaml": claim(1)})
     assert response.context["result"]["nodes_page"] is None
     assert 'id="what-if-pager"' not in response.content.decode()
+
+
+def test_all_nodes_on_one_page(demo, viewer_client: Client) -> None:
+    """The form's "Nodes per page" takes all: every node's verdict, no pager."""
+    page = viewer_client.get(reverse("what-if")).content.decode()
+    assert 'name="nodesLimit"' in page
+    response = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "nodesLimit": "all"})
+    result = response.context["result"]
+    assert result["nodes_page"] is None and result["summary"]["nodesChecked"] == 10
