@@ -15,6 +15,7 @@ key is read again and meets the key the first node had after its own copy.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -40,11 +41,13 @@ ENABLED = True
 KEPT_QUESTIONS = 4
 # Attribute sets whose node keys are kept.
 KEPT_VIEWS = 4
+# Keys (a class in one allocated state) numbered at most: headroom makes several per class.
+KEPT_CLASSES = 100_000
 
 DeviceIDs = list[tuple[str, str, str]]
 Question = tuple[Any, ...]
-# (question, version, node key): where `keep` files the first node's answer.
-Slot = tuple[Question, int, NodeKey, str]
+# (question, version, node key, class id, node): where `keep` files the first node's answer.
+Slot = tuple[Question, int, NodeKey, int, str]
 
 
 class NodeClasses:
@@ -55,8 +58,11 @@ class NodeClasses:
         self.share_id = share_id
         self._classes = allocator.classes
         self._node_keys: OrderedDict[
-            tuple[Relevant, Selections | None], dict[str, NodeKey | None]
+            tuple[Relevant, Selections | None], dict[str, tuple[NodeKey, int] | None]
         ] = OrderedDict()
+        # Keys are deep tuples whose hash Python does not keep: each is hashed once, here.
+        self._class_ids: dict[tuple[Any, ...], int] = {}
+        self._numbers = itertools.count()
         # question -> (claims held so their ids stay theirs, relevant attributes, selections,
         # firsts)
         self._questions: OrderedDict[
@@ -86,7 +92,8 @@ class NodeClasses:
 
     def node_key(
         self, node: NodeInfo, relevant: Relevant, wanted: Selections | None
-    ) -> NodeKey | None:
+    ) -> tuple[NodeKey, int] | None:
+        """The node's key and the id of its class."""
         keys = self._node_keys.get((relevant, wanted))
         if keys is None:
             keys = self._node_keys[(relevant, wanted)] = {}
@@ -94,16 +101,29 @@ class NodeClasses:
                 self._node_keys.popitem(last=False)
         if node.name in keys:
             return keys[node.name]
-        key = keys[node.name] = self.keys.key(node, relevant, wanted)
-        return key
+        key = self.keys.key(node, relevant, wanted)
+        if key is None:
+            keys[node.name] = None
+            return None
+        class_id = self._class_ids.get(key.key)
+        if class_id is None:
+            if len(self._class_ids) >= KEPT_CLASSES:
+                # Ids are never given twice (`_numbers`): a clear costs hits, never a wrong one.
+                self._class_ids.clear()
+            class_id = self._class_ids[key.key] = next(self._numbers)
+        found = keys[node.name] = (key, class_id)
+        return found
 
     def _slot(self, kind: Any, node: NodeInfo, claims: Sequence[JSON]) -> tuple[Slot | None, Any]:
         question = (kind, *map(id, claims))
         relevant, wanted, firsts = self._question(question, claims, own=kind[0] == "verdict")
-        key = self.node_key(node, relevant, wanted)
-        if key is None:
+        found = self.node_key(node, relevant, wanted)
+        if found is None:
             return None, None
-        return (question, self.version, key, node.name), firsts.get((self.version, key.key))
+        key, class_id = found
+        return (question, self.version, key, class_id, node.name), firsts.get(
+            (self.version, class_id)
+        )
 
     def answer(
         self, node: NodeInfo, claims: Sequence[JSON], *, with_reasons: bool
@@ -132,15 +152,15 @@ class NodeClasses:
         """File a node's own answer as its class's first, when it translates exactly."""
         if not fits and not reports_translate(reports):
             return
-        self._keep(slot, (slot[3], slot[2], fits, results, reports))
+        self._keep(slot, (slot[4], slot[2], fits, results, reports))
 
     def _keep(self, slot: Slot, value: Any) -> None:
-        question, version, key, _ = slot
+        question, version, _, class_id, _ = slot
         if version != self.version:
             return
         found = self._questions.get(question)
         if found is not None:
-            found[3].setdefault((version, key.key), value)
+            found[3].setdefault((version, class_id), value)
 
     def free(
         self, node: NodeInfo, claims: Sequence[JSON], expressions: Sequence[tuple[str, ...]]
@@ -161,11 +181,11 @@ class NodeClasses:
 
     def placed(self, results: Iterable[JSON]) -> None:
         """Placements were recorded: their nodes' keys change, or, on a shared pool, all do."""
-        for node in self._changed(results, touched=True):
-            self.forget([node])
+        self._changed(results, touched=True)
 
     def restore(self) -> None:
         """The allocated state went back to the cluster's (Simulation.reset)."""
+        self.keys.restore()
         self.forget(self._touched)
         self._touched = set()
         if self._shared_touched:
@@ -174,26 +194,31 @@ class NodeClasses:
 
     def followed(self, results: Iterable[JSON], nodes: Iterable[str]) -> None:
         """The cluster's allocations changed by these results, and these nodes changed."""
-        changed = set(self._changed(results, touched=False))
-        changed.update(nodes)
-        self.forget(changed)
+        self._changed(results, touched=False)
+        self.keys.commit()
+        self.forget(nodes)
 
-    def _changed(self, results: Iterable[JSON], *, touched: bool) -> list[str]:
-        nodes = []
+    def _changed(self, results: Iterable[JSON], *, touched: bool) -> None:
+        devices = []
         shared = False
         for allocation in results:
             for entry in (allocation.get("devices") or {}).get("results") or []:
-                owner = self.keys.owner((str(entry.get("driver")), str(entry.get("pool"))))
-                if owner is None:
+                device_id = (
+                    str(entry.get("driver")),
+                    str(entry.get("pool")),
+                    str(entry.get("device")),
+                )
+                if self.keys.owner(device_id[:2]) is None:
                     shared = True
-                else:
-                    nodes.append(owner)
+                devices.append(device_id)
+        nodes = {self.keys.owner(pool) for pool in self.keys.changed(devices)}
+        nodes.discard(None)
+        self.forget(nodes)
         if touched:
             self._touched.update(nodes)
             self._shared_touched = self._shared_touched or shared
         if shared:
             self._new_version()
-        return nodes
 
     def _new_version(self) -> None:
         self.version += 1

@@ -32,6 +32,7 @@ from dralib.allocator import (
     NodeAllocationError,
     NodeInfo,
 )
+from dralib.allocator.equivalence import prepare_slices
 from dralib.allocator.explain import STAGES, RequestReport, explain
 from dralib.allocator.nodeselection import NodeSelector, node_matches
 from dralib.allocator.quantity import stored_form
@@ -180,6 +181,8 @@ class Simulation:
         demo cost 390 MB of resident memory to save a tenth of the first question.
         """
         prepared = 0
+        if self.classes is not None:
+            prepare_slices(self.allocator.slices)
         for node in self.view.nodes:
             try:
                 self.allocator.new_run(NodeInfo.from_object(node), ())

@@ -24,9 +24,10 @@ node-local pool's name is also used by a pool of another node.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import weakref
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -36,7 +37,7 @@ from dralib.allocator.cel import attribute_converts
 from dralib.allocator.cel.projection import projection_of
 from dralib.allocator.explain import RequestReport
 from dralib.allocator.nodeselection import NodeInfo
-from dralib.allocator.pools import SliceInfo
+from dralib.allocator.pools import Pool, SliceInfo
 from dralib.allocator.types import JSON, AllocationError
 
 # Sorted (domain, name) of the attributes selectors and constraints read; None: all of them.
@@ -61,6 +62,8 @@ class _SliceParts:
     base: bytes
     columns: dict[tuple[str, str], bytes]
 
+
+_NUMBERS = itertools.count()
 
 # Per parsed slice (SliceCache keeps them across views and allocators), computed on first use.
 _PARTS: weakref.WeakKeyDictionary[SliceInfo, _SliceParts] = weakref.WeakKeyDictionary()
@@ -158,6 +161,12 @@ def _digest(value: Any) -> bytes:
     return hashlib.blake2b(text, digest_size=16).digest()
 
 
+def prepare_slices(slices: Sequence[SliceInfo]) -> None:
+    """Read what keys take of these slices now (a start-up), not in the first question."""
+    for info in slices:
+        _slice_parts(info)
+
+
 def _slice_parts(info: SliceInfo) -> _SliceParts:
     parts = _PARTS.get(info)
     if parts is not None:
@@ -229,14 +238,21 @@ class NodeKeys:
         }
         # Per (attributes, selections): per slice key, whether a device of it can be selected.
         self._used: dict[Any, dict[Any, bool]] = {}
+        self._pools: dict[str, list[Pool]] = {}
+        # Per (attributes, selections), per node-local pool: (content id, whether in use).
+        self._contents: dict[Any, dict[PoolKey, tuple[int, bool]]] = {}
+        self._content_ids: dict[tuple[Any, ...], int] = {}
+        # Per node-local pool in use: what is allocated of its devices, by device position.
+        self._states: dict[PoolKey, tuple[Any, ...]] = {}
+        self._held: dict[PoolKey, dict[tuple[int, int], Any]] = {}
+        self._saved: dict[PoolKey, tuple[Any, Any]] = {}
+        self._device_positions: dict[PoolKey, dict[str, list[tuple[int, int]]]] = {}
 
     def owner(self, pool: PoolKey) -> str | None:
         """The node whose slices make up the pool alone, None for a pool other nodes see."""
         return self._owner.get(pool)
 
-    def _used_by(self, relevant: Relevant, wanted: Selections | None) -> dict[Any, bool] | None:
-        if wanted is None:
-            return None
+    def _used_by(self, relevant: Relevant, wanted: Selections) -> dict[Any, bool]:
         used = self._used.get((relevant, wanted))
         if used is None:
             if len(self._used) >= 8:
@@ -262,14 +278,22 @@ class NodeKeys:
 
         With `wanted`, the selectors of the question (`selections`), a node-local pool no device
         of which passes them counts only by its size: the search skips its devices and the
-        explanation counts them.
+        explanation counts them. What a pool's slices hold is read once per question's
+        attributes, what is allocated of it once per change (`forget_pools`).
         """
-        used = self._used_by(relevant, wanted)
-        holding = self.allocator.allocated_state.holding
+        pools = self._pools.get(node.name)
+        if pools is None:
+            pools = self._pools[node.name] = self.allocator.pools_for(node)
+        contents = self._contents.get((relevant, wanted))
+        if contents is None:
+            if len(self._contents) >= 8:
+                self._contents.clear()
+                self._content_ids.clear()
+            contents = self._contents[(relevant, wanted)] = {}
         entries: list[Any] = []
         local: list[PoolKey] = []
         positions: dict[str, int] = {}
-        for pool in self.allocator.pools_for(node):
+        for pool in pools:
             pool_key = (pool.driver, pool.name)
             position = positions.setdefault(pool.name, len(positions))
             if pool_key in self.per_device_selection:
@@ -283,42 +307,112 @@ class NodeKeys:
                 continue
             if owner != node.name or self._name_owner.get(pool.name) != node.name:
                 return None
-            infos = self._slices[pool_key]
-            slice_keys = tuple(_slice_key(info, relevant) for info in infos)
-            if used is not None and wanted is not None:
-                in_use = False
-                for info, slice_key in zip(infos, slice_keys, strict=True):
-                    found = used.get(slice_key)
-                    if found is None:
-                        found = used[slice_key] = self._slice_used(info, wanted)
-                    if found:
-                        in_use = True
-                        break
-                if not in_use:
-                    size = sum(len(info.devices) for info in pool.slices)
-                    flags = (pool.is_incomplete, pool.is_invalid, pool.invalid_reason)
-                    entries.append((pool.driver, position, *flags, "unused", size))
-                    local.append(pool_key)
-                    continue
-            state = []
-            for slice_index, info in enumerate(infos):
-                for device_index, device in enumerate(info.devices):
-                    held = holding((pool.driver, pool.name, device.name))
-                    if held is not None:
-                        state.append((slice_index, device_index, held))
-            entries.append(
-                (
-                    pool.driver,
-                    position,
-                    pool.is_incomplete,
-                    pool.is_invalid,
-                    pool.invalid_reason,
-                    slice_keys,
-                    tuple(state),
-                )
-            )
+            content = contents.get(pool_key)
+            if content is None:
+                content = contents[pool_key] = self._content(pool, relevant, wanted)
+            content_id, in_use = content
+            if in_use:
+                state = self._states.get(pool_key)
+                if state is None:
+                    state = self._states[pool_key] = self._state(pool_key)
+                entries.append((position, content_id, state))
+            else:
+                entries.append((position, content_id))
             local.append(pool_key)
         return NodeKey(key=tuple(entries), local=tuple(local))
+
+    def _content(
+        self, pool: Pool, relevant: Relevant, wanted: Selections | None
+    ) -> tuple[int, bool]:
+        """(id of what the search can see of a node-local pool, whether it can use a device)."""
+        infos = self._slices[(pool.driver, pool.name)]
+        slice_keys = tuple(_slice_key(info, relevant) for info in infos)
+        in_use = True
+        if wanted is not None:
+            used = self._used_by(relevant, wanted)
+            in_use = False
+            for info, slice_key in zip(infos, slice_keys, strict=True):
+                found = used.get(slice_key)
+                if found is None:
+                    found = used[slice_key] = self._slice_used(info, wanted)
+                if found:
+                    in_use = True
+                    break
+        flags = (pool.driver, pool.is_incomplete, pool.is_invalid, pool.invalid_reason)
+        if in_use:
+            value: tuple[Any, ...] = (*flags, slice_keys)
+        else:
+            value = (*flags, "unused", sum(len(info.devices) for info in pool.slices))
+        content_id = self._content_ids.get(value)
+        if content_id is None:
+            # Numbers are never given twice: keys made before a clear cannot meet new ones.
+            content_id = self._content_ids[value] = next(_NUMBERS)
+        return content_id, in_use
+
+    def _state(self, pool_key: PoolKey) -> tuple[Any, ...]:
+        holding = self.allocator.allocated_state.holding
+        driver, name = pool_key
+        held: dict[tuple[int, int], Any] = {}
+        for slice_index, info in enumerate(self._slices[pool_key]):
+            for device_index, device in enumerate(info.devices):
+                found = holding((driver, name, device.name))
+                if found is not None:
+                    held[(slice_index, device_index)] = found
+        self._held[pool_key] = held
+        return tuple(sorted(held.items()))
+
+    def _positions(self, pool_key: PoolKey) -> dict[str, list[tuple[int, int]]]:
+        positions = self._device_positions.get(pool_key)
+        if positions is None:
+            positions = self._device_positions[pool_key] = {}
+            for slice_index, info in enumerate(self._slices[pool_key]):
+                for device_index, device in enumerate(info.devices):
+                    positions.setdefault(device.name, []).append((slice_index, device_index))
+        return positions
+
+    def changed(self, devices: Iterable[tuple[str, str, str]]) -> set[PoolKey]:
+        """What is allocated of these devices changed; returns their node-local pools.
+
+        A pool's state is updated for the devices alone, and its state before the first change
+        is kept for `restore` (placements are tried, then forgotten, question after question).
+        """
+        holding = self.allocator.allocated_state.holding
+        pools: set[PoolKey] = set()
+        for device_id in devices:
+            pool_key = (device_id[0], device_id[1])
+            if self._owner.get(pool_key) is None:
+                continue
+            pools.add(pool_key)
+            held = self._held.get(pool_key)
+            if pool_key not in self._saved:
+                self._saved[pool_key] = (self._states.get(pool_key), held)
+            if held is None:
+                continue  # read whole when a key needs it
+            held = dict(held)
+            found = holding(device_id)
+            for position in self._positions(pool_key).get(device_id[2], ()):
+                if found is None:
+                    held.pop(position, None)
+                else:
+                    held[position] = found
+            self._held[pool_key] = held
+            self._states[pool_key] = tuple(sorted(held.items()))
+        return pools
+
+    def restore(self) -> None:
+        """The allocated state is again what it was before the changes since `commit`."""
+        for pool_key, (state, held) in self._saved.items():
+            if state is None or held is None:
+                self._states.pop(pool_key, None)
+                self._held.pop(pool_key, None)
+            else:
+                self._states[pool_key] = state
+                self._held[pool_key] = held
+        self._saved.clear()
+
+    def commit(self) -> None:
+        """The changes so far are the state `restore` goes back to."""
+        self._saved.clear()
 
 
 def pool_names(first: NodeKey, other: NodeKey) -> dict[PoolKey, str]:
@@ -349,6 +443,7 @@ def translate_results(
     the first node names this one; any other nodeSelector comes from slices both nodes see.
     """
     first_form = _node_form(first_node)
+    node_form: JSON | None = None
     out: list[JSON] = []
     for allocation in results:
         translated: JSON = {}
@@ -369,7 +464,8 @@ def translate_results(
                     devices["config"] = [dict(c) for c in value["config"]]
                 translated["devices"] = devices
             elif field_name == "nodeSelector" and value == first_form:
-                translated[field_name] = _node_form(node)
+                node_form = node_form or _node_form(node)
+                translated[field_name] = node_form
             else:
                 translated[field_name] = value
         out.append(translated)
@@ -386,7 +482,17 @@ def translate_reports(
             (driver, names.get((driver, pool), pool), device, stage)
             for driver, pool, device, stage in report.taken
         ]
-        out.append(replace(report, taken=taken, stages=list(report.stages)))
+        out.append(
+            RequestReport(
+                claim=report.claim,
+                request=report.request,
+                wanted=report.wanted,
+                stages=list(report.stages),
+                blocking_stage=report.blocking_stage,
+                message=report.message,
+                taken=taken,
+            )
+        )
     return out
 
 
