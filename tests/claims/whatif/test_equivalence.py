@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from claims.whatif.engine import evaluate
+from claims.whatif.follow import view_change
 from claims.whatif.inputs import InputClaim, WhatIfError
 from claims.whatif.options import Options
 from claims.whatif.simulation import Simulation
@@ -333,3 +335,34 @@ def test_identical_nodes_are_asked_once_per_class() -> None:
     # With: the first pass once, each of the five states of a node (0-4 GPUs taken) once for
     # the copies, the stranded pass's free devices once.
     assert counts[True] <= 8
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_classes_follow_allocation_changes(seed: int) -> None:
+    """A simulation with classes that follows claims released and allocated (on node pools and
+    the shared pool) answers as a fresh simulation of the new state without classes does."""
+    rng = random.Random(1000 + seed)
+    view = random_view(rng, nodes=8)
+    sim = Simulation(view, features=Features(), classes=True)
+    sim.keep_verdicts()
+    claims = random_claims(rng)
+    for step in range(3):
+        _answer(sim, claims, count=rng.choice([1, 1000]), explain=True)
+        held = list(view.allocated_claims)
+        released = rng.sample(held, k=min(len(held), rng.randrange(1, 4)))
+        added = _allocated(view.slices, rng)[: rng.randrange(1, 4)]
+        for index, claim in enumerate(added):
+            claim["metadata"]["name"] = f"new-{step}-{index}"
+        new_view = replace(
+            view,
+            allocated_claims=[c for c in held if c not in released] + added,
+            fingerprint=f"step-{step}",
+        )
+        change = view_change(view, new_view)
+        assert not change.rebuild
+        sim.follow(new_view, change)
+        view = new_view
+        fresh = Simulation(view, features=Features(), classes=False)
+        assert _answer(sim, claims, count=7, explain=True) == _answer(
+            fresh, claims, count=7, explain=True
+        )
