@@ -12,6 +12,8 @@ from claims.whatif.options import MAX_NODES_LIMIT, MAX_NODES_OFFSET, NODES_LIMIT
 from claims.whatif.service import what_if
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.helpers import URL, claim_yaml
+from tests.claims.whatif.test_preemption import PICK_TABLE, asking, cluster, running
+from tests.claims.whatif.test_preemption import ask as preempting
 
 # 100 copies of a demo node: with the demo's 20, more nodes than one default window.
 CLONES = [{"op": "add-nodes", "like": "node-0001", "count": 100}]
@@ -230,3 +232,16 @@ def test_answer_size_does_not_grow_with_the_cluster(db, api) -> None:
     assert large["nodesPage"]["total"] == 2_000 and large["headroom"]["placed"] == 50
     sizes = {k: (len(json.dumps(small[k])), len(json.dumps(large[k]))) for k in small}
     assert abs(large_size - small_size) < 512, sizes
+
+
+def test_preemption_weighs_every_node_whatever_the_window(db) -> None:
+    """Upstream's "machine with min highest priority pod" case asked with a window of the first
+    node only: preemption still picks machine3, outside the window."""
+    _, nodes, wanted, pods, expected = PICK_TABLE[2]
+    assert expected == "machine3"
+    cluster(nodes, [running(n, f"machine{m}", u, p) for n, m, u, p in pods])
+    windowed = preempting(asking(*wanted), nodes_limit=1)
+    whole = preempting(asking(*wanted))
+    assert [n["node"] for n in windowed["nodes"]] == ["machine1"]
+    assert windowed["preemption"]["node"] == expected
+    assert windowed["preemption"] == whole["preemption"]
