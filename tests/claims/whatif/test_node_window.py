@@ -4,10 +4,12 @@ the cluster; counts, groups and the first pick stay over every node."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
 
+from claims.whatif.nodefilter import fit_error
 from claims.whatif.options import MAX_NODES_LIMIT, MAX_NODES_OFFSET, NODES_LIMIT_DEFAULT
 from claims.whatif.service import what_if
 from tests.claims.whatif.conftest import load_objects
@@ -245,3 +247,14 @@ def test_preemption_weighs_every_node_whatever_the_window(db) -> None:
     assert [n["node"] for n in windowed["nodes"]] == ["machine1"]
     assert windowed["preemption"]["node"] == expected
     assert windowed["preemption"] == whole["preemption"]
+
+
+def test_groups_count_reasons_as_the_schedulers_message(small, api) -> None:
+    """When no node takes the pod, the groups' counts are the scheduler's FitError counts."""
+    answer = ask(api, {"nodesLimit": 1})
+    blocked = api.post(URL, {"yaml": claim_yaml(count=3), "nodesLimit": 1}, format="json").json()
+    assert blocked["fits"] is False and not any(g["fits"] for g in blocked["nodeGroups"])
+    counts = Counter({g["reason"]: g["nodes"] for g in blocked["nodeGroups"]})
+    assert blocked["reasons"][0] == fit_error(4, counts)
+    assert {g["filter"] for g in blocked["nodeGroups"]} >= {"TaintToleration", "DynamicResources"}
+    assert answer["nodeGroups"][0]["fits"] is True
