@@ -188,8 +188,17 @@ def find_leaks(*, now: datetime | None = None) -> list[Leak]:
     every /metrics scrape cost a few small queries while the cluster holds still; `now` only
     decides which unreserved claims have waited past the threshold.
     """
-    now = now or timezone.now()
-    kept = _kept_leaks()
+    return _leaks_at(_kept_leaks(), now or timezone.now())
+
+
+def known_leaks(*, now: datetime | None = None) -> list[Leak] | None:
+    """The leaks as last read, whatever changed since, without reading anything; None when
+    none were read yet (a scrape during the web process's warm-up serves what is known)."""
+    kept = _kept
+    return None if kept is None else _leaks_at(kept, now or timezone.now())
+
+
+def _leaks_at(kept: _KeptLeaks, now: datetime) -> list[Leak]:
     threshold = settings.LEAK_UNRESERVED_SECONDS
     leaks = [
         leak

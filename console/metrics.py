@@ -8,8 +8,11 @@ A custom Collector computes every gauge from the database when scraped (grouped 
 over rows in Python except quantity sums for counters and consumable capacity, which SQL cannot do
 exactly), so any number of web processes give the same answer and a scrape through the Service is
 as good as one per pod. Devices and physical units per DeviceClass are the overview's counts: CEL
-runs only when slices or classes change, never per scrape. The one in-process measurement,
-what-if latency, is exported from `dashboard.timings`.
+runs only when slices or classes change, never per scrape; the leaks are kept until claims,
+pods or slices change. While a web process computes all that after its start, its scrapes leave
+out the class, unit and per-pool series (and leaks not read yet) and say `warming 1`, rather
+than take seconds. The one in-process measurement, what-if latency, is exported from
+`dashboard.timings`.
 
 The alerts in `deploy/prometheus/rules.yaml` and the Grafana dashboard in `deploy/grafana/` use
 these names; `tests/deploy/test_alerts.py` fails when one of theirs is not exported here.
@@ -56,8 +59,9 @@ from claims.devices.classes import (
     class_utilisation,
     held_and_tainted,
 )
+from claims.devices.counts import warming
 from claims.leaks import KINDS as LEAK_KINDS
-from claims.leaks import find_leaks
+from claims.leaks import find_leaks, known_leaks
 from claims.models import ResourceClaim
 from console.gauges import PREFIX, gauge
 from console.pool_metrics import per_pool_families
@@ -172,8 +176,12 @@ def class_families() -> list[Metric]:
     return [*class_metrics(membership, holds, available), *availability_metrics(available)]
 
 
-def leak_metrics(now: datetime) -> list[Metric]:
-    """Leaked allocations per kind (see claims.leaks), and the oldest known age per kind."""
+def leak_metrics(now: datetime, *, warming: bool = False) -> list[Metric]:
+    """Leaked allocations per kind (see claims.leaks), and the oldest known age per kind; while
+    the web process warms up, only leaks already read (none: no series)."""
+    leaks = known_leaks(now=now) if warming else find_leaks(now=now)
+    if leaks is None:
+        return []
     count = gauge("leaks", "Claims holding devices for nobody, per leak kind.", ("kind",))
     oldest = gauge(
         "leak_oldest_age_seconds",
@@ -182,7 +190,7 @@ def leak_metrics(now: datetime) -> list[Metric]:
     )
     counts = dict.fromkeys(LEAK_KINDS, 0)
     ages: dict[str, float] = {}
-    for leak in find_leaks(now=now):
+    for leak in leaks:
         counts[leak.kind] += 1
         if leak.since is not None:
             ages[leak.kind] = max(ages.get(leak.kind, 0.0), (now - leak.since).total_seconds())
@@ -300,6 +308,18 @@ def sync_metrics(now: datetime) -> list[Metric]:
     ]
 
 
+def warming_metric(warm: bool) -> Metric:
+    family = gauge(
+        "warming",
+        "1 while this web process computes the class membership, physical units and pool "
+        "counts after its start: its scrapes meanwhile leave out the class, unit and per-pool "
+        "series, and leaks not read yet.",
+        (),
+    )
+    family.add_metric([], 1 if warm else 0)
+    return family
+
+
 def whatif_metrics() -> list[Metric]:
     counts, total = whatif_snapshot()
     cumulative = 0
@@ -332,13 +352,17 @@ class DashboardCollector(Collector):
                 # over a second JIT-compiling a query that runs in a tenth of that.
                 with connection.cursor() as cursor:
                     cursor.execute("SET LOCAL jit = off")
+            # During the web process's warm-up (claims.devices.counts.warm_counts) a scrape
+            # leaves out the class and pool series rather than wait seconds for them.
+            warm = warming()
             families = [
-                *class_families(),
+                *([] if warm else class_families()),
                 # Per-pool series grow with the cluster: only when asked for.
-                *(per_pool_families() if settings.METRICS_PER_POOL else []),
+                *(per_pool_families() if settings.METRICS_PER_POOL and not warm else []),
                 *claim_metrics(now),
-                *leak_metrics(now),
+                *leak_metrics(now, warming=warm),
                 *sync_metrics(now),
+                warming_metric(warm),
             ]
         families.extend(whatif_metrics())
         duration = gauge("scrape_duration_seconds", "Time this scrape spent computing.", ())

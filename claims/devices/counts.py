@@ -141,12 +141,25 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
         return _kept
 
 
+_warming = threading.Event()
+
+
+def warming() -> bool:
+    """Whether `warm_counts` is under way: a scrape then leaves out what it computes rather
+    than wait for it (Prometheus would see the scrape take seconds)."""
+    return _warming.is_set()
+
+
 def warm_counts() -> None:
     """`availability.warm_units` (class membership, units, holds), then every pool's counts:
     what a web process computes in the background at start, so that neither the first
     overview nor the first scrape pays for it."""
-    warm_units()
-    _kept_counts()
+    _warming.set()
+    try:
+        warm_units()
+        _kept_counts()
+    finally:
+        _warming.clear()
 
 
 def _chosen(pools: QuerySet[Pool] | None) -> set[PoolKey] | None:

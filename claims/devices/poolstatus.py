@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
 from claims.devices.classes import class_membership, held_and_tainted
@@ -33,9 +33,7 @@ from claims.devices.counts import pool_device_counts, unavailable_unhealthy
 from claims.devices.states import (
     _attribute_value,
     _consumption,
-    _effective_rules,
     _pool_counters,
-    _rule_match,
     json_text,
 )
 from claims.devices.usage import _capacity_rows
@@ -125,27 +123,23 @@ def partition_summaries(
         )
         .order_by("name")
     )
-    # Held devices from the holds kept for the counts (claims.devices.classes), not an
-    # allocation subquery per device.
+    # Held and tainted devices (own taints or a DeviceTaintRule) from the holds kept for the
+    # counts (claims.devices.classes), not an allocation subquery per device.
     membership = class_membership()
-    holders = held_and_tainted(membership)[0]
+    holders, _, tainted = held_and_tainted(membership)
     keys = membership.keys
-    rows = [
-        (pool_id, driver, attributes, spelling, keys.get((driver, pool, name)) in holders)
-        + (tainted, name, pool, own)
-        for pool_id, driver, attributes, spelling, tainted, name, pool, own in (
-            consumers.values_list(
-                "pool_id",
-                "driver",
-                "attributes_text",
-                "spelling",
-                "tainted",
-                "name",
-                "pool_name",
-                "slice__obj__spec__partitionTypeAttribute",
-            )
-        )
-    ]
+    rows = []
+    for pool_id, driver, attributes, spelling, name, pool, own in consumers.values_list(
+        "pool_id",
+        "driver",
+        "attributes_text",
+        "spelling",
+        "name",
+        "pool_name",
+        "slice__obj__spec__partitionTypeAttribute",
+    ):
+        pk = keys.get((driver, pool, name))
+        rows.append((pool_id, driver, attributes, spelling, pk in holders, pk in tainted, own))
     if not rows:
         return {}
     left = _pool_counters({row[0] for row in rows})
@@ -154,19 +148,9 @@ def partition_summaries(
             for key, value in _consumption(spelling).items():
                 if key in left[pool_id]:  # upstream skips counters its pool does not declare
                     left[pool_id][key] -= value
-    rules = _effective_rules()
-    ruled = (
-        set(
-            Device.objects.filter(current=True, pool_id__in=pool_ids)
-            .filter(_any(rules))
-            .values_list("driver", "pool_name", "name")
-        )
-        if rules
-        else set()
-    )
     totals: dict[tuple[int, str, str], int] = defaultdict(int)
     candidates: dict[tuple[int, str, str], list[str]] = defaultdict(list)
-    for pool_id, driver, attributes, spelling, held, tainted, name, pool_name, own in rows:
+    for pool_id, driver, attributes, spelling, held, taken_away, own in rows:
         attribute = own or default_attribute
         if not attribute:
             continue
@@ -176,7 +160,7 @@ def partition_summaries(
         key = (pool_id, str(attribute), value)
         totals[key] += 1
         # Admin-access use does not take a device: only exclusive holders and taints count.
-        if not (held or tainted or (driver, pool_name, name) in ruled):
+        if not (held or taken_away):
             candidates[key].append(spelling)
     summaries: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for key in sorted(totals):
@@ -199,13 +183,6 @@ def partition_summaries(
             }
         )
     return dict(summaries)
-
-
-def _any(rules: list[Any]) -> Q:
-    condition = Q(pk__in=[])
-    for rule in rules:
-        condition |= _rule_match(rule)
-    return condition
 
 
 def shareable_summaries(pools: list[Pool]) -> dict[int, dict[str, Any]]:
