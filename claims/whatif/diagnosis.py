@@ -161,7 +161,9 @@ def _shared_answer(
     return answer
 
 
-def _node_reasons(sim: Simulation, claim: InputClaim, *, node: str, node_filter: NodeFilter) -> Any:
+def _node_reasons(
+    sim: Simulation, claim: InputClaim, *, node: str, node_filter: NodeFilter
+) -> list[JSON]:
     """One node's per-request reasons, the claim asked again on that node alone."""
     try:
         alone = evaluate(
@@ -173,7 +175,8 @@ def _node_reasons(sim: Simulation, claim: InputClaim, *, node: str, node_filter:
         )
     except WhatIfError:
         return []
-    return next(iter(alone.get("nodes") or []), {}).get("reasons") or []
+    entries: list[JSON] = alone.get("nodes") or []
+    return list(entries[0].get("reasons") or []) if entries else []
 
 
 def _classic(pod_names: list[str], fingerprint: str, cluster: JSON) -> JSON:
