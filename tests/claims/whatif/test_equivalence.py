@@ -335,6 +335,10 @@ def test_identical_nodes_are_asked_once_per_class() -> None:
     # With: the first pass once, each of the five states of a node (0-4 GPUs taken) once for
     # the copies, the stranded pass's free devices once.
     assert counts[True] <= 8
+    # And as many on six times fewer nodes: the count follows the classes, not the nodes.
+    small = Simulation(identical_view(10), features=Features(), classes=True)
+    assert _answer(small, claims, count=1000, explain=True)["headroom"]["placed"] == 40
+    assert small.asked == counts[True]
 
 
 @pytest.mark.parametrize("seed", range(10))
