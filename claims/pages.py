@@ -200,8 +200,9 @@ def _nodes_page(answer: dict[str, Any]) -> dict[str, Any] | None:
     if offset == 0 and page.get("next") is None:
         return None
     step = int(limit) if limit else total
+    # Past the last node (an offset typed by hand) `first` exceeds `last`: the page says so.
     return {
-        "first": min(offset + 1, total),
+        "first": min(offset, total) + 1,
         "last": min(total, offset + int(page.get("returned") or 0)),
         "total": total,
         "previous": max(0, offset - step) if offset > 0 else None,
@@ -274,7 +275,6 @@ def shape_what_if(
         "placements": placements[:MAX_PLACEMENTS_SHOWN],
         "more_placements": max(0, len(placements) - MAX_PLACEMENTS_SHOWN),
         "nodes_page": _nodes_page(answer),
-        "node_groups": list(answer.get("nodeGroups") or []),
         "summary": summary,
         "headroom": headroom,
         "quota": quota,

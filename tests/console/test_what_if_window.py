@@ -51,3 +51,14 @@ def test_all_nodes_on_one_page(demo, viewer_client: Client) -> None:
     response = viewer_client.post(reverse("what-if"), {"yaml": claim(1), "nodesLimit": "all"})
     result = response.context["result"]
     assert result["nodes_page"] is None and result["summary"]["nodesChecked"] == 10
+
+
+def test_an_offset_past_the_last_node(demo, viewer_client: Client) -> None:
+    """An offset typed past the nodes says so, with Previous and no Next."""
+    response = viewer_client.post(
+        reverse("what-if"), {"yaml": claim(1), "nodesLimit": "4", "nodesOffset": "40"}
+    )
+    html = response.content.decode()
+    assert "no nodes past the 10 there are" in html
+    assert 'name="nodesOffset" value="36" id="what-if-previous"' in html
+    assert 'id="what-if-next"' not in html
