@@ -23,6 +23,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection
@@ -159,13 +160,20 @@ def _class_selectors(device_class: DeviceClass) -> list[CompiledSelector] | str:
 _DRIVER_SELECTOR = re.compile(r'^\s*device\.driver\s*==\s*"([A-Za-z0-9.\-]+)"\s*$')
 
 
+@lru_cache(maxsize=1024)
+def _driver_literal(expression: str) -> str | None:
+    # Asked once per selector and device: the match is kept per expression.
+    literal = _DRIVER_SELECTOR.match(expression)
+    return None if literal is None else literal.group(1)
+
+
 def _evaluate(selector: CompiledSelector, device: DeviceInput) -> bool | str:
     """Whether the selector matches, or the runtime error message."""
     # The commonest selector compares the driver with a plain literal: answered without CEL,
     # with the same result (device.driver is always a string).
-    literal = _DRIVER_SELECTOR.match(selector.expression)
+    literal = _driver_literal(selector.expression)
     if literal is not None:
-        return device.driver == literal.group(1)
+        return device.driver == literal
     try:
         return selector.matches(device)
     except CELError as exc:
@@ -188,8 +196,8 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
     unchanged = {pk for pk, version in versions.items() if known.get(pk) == version}
     kept = previous.outcomes if previous is not None else {}
     current = Device.objects.filter(current=True, slice__classic=False).order_by()
-    # The devices first, then the attributes of those on changed slices (of all, the first time):
-    # the same two queries whatever changed.
+    # After a change, the devices first, then the attributes of those on changed slices: the
+    # same two queries whatever changed.
     fields = ("pk", "slice_id", "driver", "pool_name", "name", "allow_multiple_allocations")
     keys: dict[DeviceKey, int] = {}
     multiple: set[int] = set()
@@ -207,41 +215,50 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
             capacity=capacity if isinstance(capacity, dict) else {},
             allow_multiple_allocations=pk in multiple,
         )
-        outcome, count = _outcome(compiled, device, where="/".join(where))
+        outcome, count = _outcome(compiled, device, where=where)
         evaluations += count
         # Most devices have one of a few outcomes: share them.
         outcomes[pk] = interned.setdefault(outcome, outcome)
 
-    for pk, slice_id, driver, pool_name, name, allow_multiple in current.values_list(*fields):
-        keys[(driver, pool_name, name)] = pk
-        if allow_multiple:
-            multiple.add(pk)
-        outcome = kept.get(pk) if slice_id in unchanged else None
-        if outcome is None:
-            again.append(pk)
-            # A device can also be new to the membership on an unchanged slice (its pool's
-            # generation became current): its slice counts for the query below too.
-            again_slices.add(slice_id)
-        else:
-            outcomes[pk] = outcome
-    # One query whatever the change: the devices of slices written since the oldest of their
-    # slices (few, on a live cluster), of which those to evaluate. A slice written after the
-    # versions were read has none: the fingerprint has moved, the next call evaluates it.
-    oldest = min((versions[pk][1] for pk in again_slices if pk in versions), default=None)
-    if oldest is not None:
-        wanted = set(again)
-        changed = current if previous is None else current.filter(slice__synced_at__gte=oldest)
-        # As text, decoded here only for the devices wanted (see states.json_text).
-        texts = changed.annotate(
-            attributes_text=Cast("attributes", TextField()),
-            capacity_text=Cast("capacity", TextField()),
-        )
-        for pk, driver, pool_name, name, attributes, capacity in texts.values_list(
-            "pk", "driver", "pool_name", "name", "attributes_text", "capacity_text"
-        ):
-            if pk in wanted:
-                where = (driver, pool_name, name)
-                evaluate(pk, where, json_text(attributes), json_text(capacity))
+    texts = {
+        "attributes_text": Cast("attributes", TextField()),
+        "capacity_text": Cast("capacity", TextField()),
+    }
+    if previous is None:
+        # The first computation evaluates every device: one read of all that it needs.
+        rows = current.annotate(**texts).values_list(*fields, *texts)
+        for pk, _, driver, pool_name, name, allow_multiple, attributes, capacity in rows:
+            keys[(driver, pool_name, name)] = pk
+            if allow_multiple:
+                multiple.add(pk)
+            evaluate(pk, (driver, pool_name, name), json_text(attributes), json_text(capacity))
+    else:
+        for pk, slice_id, driver, pool_name, name, allow_multiple in current.values_list(*fields):
+            keys[(driver, pool_name, name)] = pk
+            if allow_multiple:
+                multiple.add(pk)
+            outcome = kept.get(pk) if slice_id in unchanged else None
+            if outcome is None:
+                again.append(pk)
+                # A device can also be new to the membership on an unchanged slice (its pool's
+                # generation became current): its slice counts for the query below too.
+                again_slices.add(slice_id)
+            else:
+                outcomes[pk] = outcome
+        # One query whatever the change: the devices of slices written since the oldest of their
+        # slices (few, on a live cluster), of which those to evaluate. A slice written after the
+        # versions were read has none: the fingerprint has moved, the next call evaluates it.
+        oldest = min((versions[pk][1] for pk in again_slices if pk in versions), default=None)
+        if oldest is not None:
+            wanted = set(again)
+            changed = current.filter(slice__synced_at__gte=oldest).annotate(**texts)
+            # As text, decoded here only for the devices wanted (see states.json_text).
+            for pk, driver, pool_name, name, attributes, capacity in changed.values_list(
+                "pk", "driver", "pool_name", "name", *texts
+            ):
+                if pk in wanted:
+                    where = (driver, pool_name, name)
+                    evaluate(pk, where, json_text(attributes), json_text(capacity))
     members: dict[str, set[int]] = {
         name: set() for name, selectors in compiled.items() if not isinstance(selectors, str)
     }
@@ -273,7 +290,7 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
 
 
 def _outcome(
-    compiled: Mapping[str, list[CompiledSelector] | str], device: DeviceInput, *, where: str
+    compiled: Mapping[str, list[CompiledSelector] | str], device: DeviceInput, *, where: DeviceKey
 ) -> tuple[Outcome, int]:
     """The classes whose selectors all match the device, the runtime errors, and how many
     selectors were evaluated."""
@@ -293,7 +310,7 @@ def _outcome(
                 result = _evaluate(selector, device)
                 seen[selector.expression] = result
             if isinstance(result, str):
-                outcome = f"{class_name}: {where}: {result}"
+                outcome = f"{class_name}: {'/'.join(where)}: {result}"
                 break
             if not result:
                 outcome = False
