@@ -9,11 +9,17 @@ from typing import Any
 
 import pytest
 
+from claims.whatif import simulation
 from claims.whatif.nodefilter import fit_error
 from claims.whatif.options import MAX_NODES_LIMIT, MAX_NODES_OFFSET, NODES_LIMIT_DEFAULT
 from claims.whatif.service import what_if
+from claims.whatif.simulation import NOT_EVALUATED
+from dashboard.renderers import FastJSONRenderer
+from dralib.allocator import budget
+from tests import clock
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.helpers import URL, claim_yaml
+from tests.claims.whatif.test_budget import exponential_claim, hostile_cluster
 from tests.claims.whatif.test_preemption import PICK_TABLE, asking, cluster, running
 from tests.claims.whatif.test_preemption import ask as preempting
 
@@ -258,3 +264,24 @@ def test_groups_count_reasons_as_the_schedulers_message(small, api) -> None:
     assert blocked["reasons"][0] == fit_error(4, counts)
     assert {g["filter"] for g in blocked["nodeGroups"]} >= {"TaintToleration", "DynamicResources"}
     assert answer["nodeGroups"][0]["fits"] is True
+
+
+def test_a_partial_answer_counts_every_node_not_the_window(db, monkeypatch, api) -> None:
+    """gaveUp's "k of N nodes evaluated" and the groups count all nodes, whatever the window;
+    the API's answer is JSON, rendered by orjson."""
+    load_objects(hostile_cluster())
+    clock.install(monkeypatch, budget, simulation, tick=0.1)
+    answer = what_if(exponential_claim(), budget=1, use_cache=False, nodes_limit=1)
+    skipped = answer["summary"]["nodesNotEvaluated"]
+    assert len(answer["nodes"]) == 1 and 0 < skipped <= 3
+    assert answer["gaveUp"]["message"].endswith(f"{3 - skipped} of 3 nodes evaluated")
+    assert {"reason": NOT_EVALUATED, "nodes": skipped} in [
+        {"reason": g["reason"], "nodes": g["nodes"]} for g in answer["nodeGroups"]
+    ]
+    response = api.post(
+        URL, {"yaml": claim_yaml(device_class="gpu"), "nodesLimit": 2}, format="json"
+    )
+    assert response.status_code == 200, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    assert len(response.json()["nodes"]) == 2
+    assert isinstance(response.accepted_renderer, FastJSONRenderer)
