@@ -46,6 +46,10 @@ class WatcherLock(Protocol):
 
     def holder(self) -> str | None: ...
 
+    def remaining(self) -> float | None:
+        """Seconds until the lock expires unless renewed; None when nobody holds it."""
+        ...
+
 
 class RedisLock:
     """A lock held in Redis: SET NX PX to take it, Lua compare-and-set to renew and free it."""
@@ -71,6 +75,11 @@ class RedisLock:
     def holder(self) -> str | None:
         value = self._redis.get(self._key)
         return value.decode() if isinstance(value, bytes) else value
+
+    def remaining(self) -> float | None:
+        milliseconds = int(self._redis.pttl(self._key))
+        # -2: no such key; -1 (no expiry) cannot happen, every SET carries PX.
+        return None if milliseconds < 0 else milliseconds / 1000
 
 
 _LOCAL_GUARD = threading.Lock()
@@ -114,6 +123,12 @@ class LocalLock:
     def holder(self) -> str | None:
         with _LOCAL_GUARD:
             return self._current()
+
+    def remaining(self) -> float | None:
+        with _LOCAL_GUARD:
+            if self._current() is None:
+                return None
+            return _LOCAL_HOLDERS[self.name][1] - time.monotonic()
 
 
 def watcher_lock(name: str, *, owner: str, ttl: float = 30.0) -> WatcherLock:

@@ -94,9 +94,10 @@ def ensure_watchers(max_seconds: int = WATCH_MAX_SECONDS) -> list[str]:
         # Inline tasks would block here for max_seconds per kind: that is run_sync's job.
         log.warning("ensure_watchers: no Celery worker (eager mode); use `manage.py run_sync`")
         return []
-    return adopt_free(
+    adoption = adopt_free(
         KINDS,
         owner="beat",
         start=lambda kind: _queue_watcher(kind, max_seconds),
         hold=settings.WATCH_LEASE_SECONDS / 2,
     )
+    return adoption.started

@@ -60,10 +60,10 @@ def test_workers_racing_for_free_leases_queue_one_watcher_each(leases_in_redis):
     # Nobody took the leases (the queued tasks were lost): once the markers expire, they are
     # queued again, and only then.
     client = redis.Redis.from_url(leases_in_redis)
-    assert adopt_free(KINDS, owner="worker-9", start=start, hold=30) == []
+    assert adopt_free(KINDS, owner="worker-9", start=start, hold=30).started == []
     for kind in free:
         client.delete(LOCK_PREFIX + lease_name(kind) + QUEUED_SUFFIX)
-    assert sorted(adopt_free(KINDS, owner="worker-9", start=start, hold=30)) == sorted(free)
+    assert sorted(adopt_free(KINDS, owner="worker-9", start=start, hold=30).started) == sorted(free)
 
 
 def test_a_worker_not_consuming_the_watch_queue_adopts_nothing(leases_in_redis):
@@ -79,10 +79,39 @@ def test_a_worker_not_consuming_the_watch_queue_adopts_nothing(leases_in_redis):
         stop=threading.Event(),
         rng=random.Random(1),
     )
-    assert supervisor.check() == [] and queued == [] and supervisor.checks == 0
+    assert supervisor.check().started == [] and queued == [] and supervisor.checks == 0
     consuming.set()
-    assert supervisor.check() == ["Node", "ResourceSlice"] and supervisor.checks == 1
+    assert supervisor.check().started == ["Node", "ResourceSlice"] and supervisor.checks == 1
     assert queued == ["Node", "ResourceSlice"]
+
+
+def test_a_dying_lease_is_checked_again_just_after_it_expires(leases_in_redis):
+    """A renewed lease (two thirds or more left) leaves the period alone; one that runs out
+    before the next check brings the check forward to just after its expiry."""
+    supervisor = LeaseSupervisor(
+        kinds=["Node", "ResourceSlice"],
+        owner="survivor:1",
+        start=lambda kind: None,
+        consumes=lambda: True,
+        period=15,
+        stop=threading.Event(),
+        rng=random.Random(7),
+    )
+    watcher_lock(lease_name("Node"), owner="alive:1:Node", ttl=30).acquire()
+    watcher_lock(lease_name("ResourceSlice"), owner="alive:1:ResourceSlice", ttl=30).acquire()
+    healthy = supervisor.check()
+    assert healthy.started == [] and 29 < healthy.soonest_expiry <= 30
+    assert all(11.25 <= supervisor.next_delay(healthy) <= 18.75 for _ in range(100))
+
+    # The ResourceSlice holder died 28 s ago: its lease has 2 s left.
+    client = redis.Redis.from_url(leases_in_redis)
+    client.pexpire(LOCK_PREFIX + lease_name("ResourceSlice"), 2000)
+    dying = supervisor.check()
+    assert dying.started == [] and 1 < dying.soonest_expiry <= 2
+    assert all(
+        dying.soonest_expiry < supervisor.next_delay(dying) <= dying.soonest_expiry + 1
+        for _ in range(100)
+    )
 
 
 def test_the_supervisor_checks_at_once_then_every_period_until_stopped(leases_in_redis):
@@ -102,3 +131,14 @@ def test_the_supervisor_checks_at_once_then_every_period_until_stopped(leases_in
     stop.set()
     thread.join(timeout=10)
     assert not thread.is_alive() and supervisor.checks == 1
+
+
+def test_without_redis_the_local_lease_tells_its_time_left_too(settings):
+    """The embedded mode's process-local lock answers `remaining` like the Redis one."""
+    settings.REDIS_URL = ""
+    lease = watcher_lock("local-remaining-test", owner="me", ttl=30)
+    assert lease.remaining() is None
+    assert lease.acquire()
+    assert 29 < (lease.remaining() or 0) <= 30
+    lease.release()
+    assert lease.remaining() is None
