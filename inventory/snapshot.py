@@ -1,8 +1,9 @@
 """Snapshot import and export: what `kubectl get ... -o yaml|json` prints, in and out.
 
-Import is all or nothing: every document is parsed and normalized first, and one bad field
-anywhere aborts the import with a message naming the file, document and field, before anything
-is written. A full import replaces the kinds it covers; `merge` only adds and updates.
+Import is all or nothing, in one transaction: objects are written as they are read, and one
+bad field anywhere rolls the import back with a message naming the file, document and field
+(every object is still checked, so the message lists all the bad ones). A full import replaces
+the kinds it covers; `merge` only adds and updates.
 
 Files go through `dralib.kube.documents` (size, depth and value bounds, no YAML aliases,
 UTF-8 only) one document at a time, and every object through the API server's validation
@@ -13,8 +14,7 @@ Hand-written objects without `metadata.uid` get one derived from kind, namespace
 from __future__ import annotations
 
 import json
-import zlib
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,7 @@ from dralib.kube.documents import (
 from dralib.kube.normalize import NormalizeError, normalize
 from dralib.kube.streaming import iter_objects
 from inventory.models import SnapshotImport
-from inventory.sync import HANDLERS, BatchResult, handed_over, replace_all, upsert_events
+from inventory.sync import HANDLERS, BatchResult, Replacement
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
 # not track: reported, not rejected.
@@ -48,57 +48,12 @@ class SnapshotError(ValueError):
     """Input that cannot be imported; the message names file, document and field."""
 
 
-@dataclass
-class ParsedObject:
-    """One object of the input: where it came from, its kind, as written and normalized to v1.
-
-    Both forms are kept as compressed JSON until written (`_compact`): a third of their JSON
-    text, a fraction of their size as Python values, and one copy when normalizing changed
-    nothing (a v1 object as the API server wrote it). Every object of a snapshot is held until
-    the last is validated (nothing is written before), so this and the file's text are the
-    import's peak memory.
-    """
-
-    source: str  # "file.yaml document 3 item 12"
-    kind: str
-    raw: bytes | JSON
-    obj: bytes | JSON
-
-
 def _dumped(item: Mapping[str, Any]) -> bytes | None:
     """`item` as JSON, or None for an integer past 64 bits (orjson's limit)."""
     try:
         return orjson.dumps(item)
     except TypeError:
         return None
-
-
-def _compact(text: bytes) -> bytes:
-    """JSON text compressed at zlib's fastest level.
-
-    Objects repeat their keys and many values, so the fastest level already shrinks the
-    5,000-node demo's 200 MB of JSON to about 70 MB, for a few seconds of CPU in and out.
-    """
-    return zlib.compress(text, 1)
-
-
-def _pair(parsed: ParsedObject) -> tuple[JSON, JSON]:
-    """(raw, normalized) of a parsed object, as the writer takes them.
-
-    When normalizing changed nothing both are one decoded value: the writer only reads them
-    (a kind's `redact` makes copies), and decoding the same text twice was a tenth of writing.
-    """
-    if parsed.obj is parsed.raw and isinstance(parsed.raw, bytes):
-        value: JSON = orjson.loads(zlib.decompress(parsed.raw))
-        return value, value
-    return _expanded(parsed.raw), _expanded(parsed.obj)
-
-
-def _expanded(raw: bytes | JSON) -> JSON:
-    if isinstance(raw, bytes):
-        value: JSON = orjson.loads(zlib.decompress(raw))
-        return value
-    return raw
 
 
 @dataclass
@@ -182,10 +137,13 @@ def parse_texts(
     report: ImportReport,
     *,
     limits: Limits = DEFAULT_LIMITS,
-) -> list[ParsedObject]:
-    """Parse and normalize every object; raise SnapshotError listing the first problems."""
+) -> Iterator[tuple[str, JSON, JSON]]:
+    """(kind, raw, normalized) of every object, read and normalized one at a time; once the
+    input is read, SnapshotError listing the first problems if there were any.
 
-    parsed: list[ParsedObject] = []
+    After the first invalid object nothing more is handed out (the import is void), but every
+    object is still checked, so that the message lists them all.
+    """
     errors: list[str] = []
     # The same object twice in one import is ambiguous: which one should win?
     first_seen: dict[tuple[str, str, str], str] = {}
@@ -233,23 +191,20 @@ def parse_texts(
             first_seen[key] = where
             if uid:
                 uids[uid] = where
-            raw: bytes | JSON
-            normalized: bytes | JSON
-            if text is None:  # an integer past 64 bits: both kept as values (normalize copied)
-                raw, normalized = dict(item), obj
-            else:
-                # The same text means the same object: held (and later decoded) once.
-                same = _dumped(obj)
-                raw = _compact(text)
-                normalized = raw if same == text else obj if same is None else _compact(same)
-            parsed.append(ParsedObject(where, obj["kind"], raw, normalized))
+            if errors:
+                continue
+            raw: JSON = item  # an integer past 64 bits: normalize copied, the item is as written
+            if text is not None:
+                # Normalizing changed nothing (the same text, as for a v1 object the API server
+                # wrote): one value serves as both, which the writer only reads.
+                raw = obj if _dumped(obj) == text else orjson.loads(text)
+            yield obj["kind"], raw, obj
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
         more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
         raise SnapshotError(
             f"{len(errors)} invalid object(s); nothing was imported:\n{shown}{more}"
         )
-    return parsed
 
 
 def import_texts(
@@ -258,37 +213,36 @@ def import_texts(
     merge: bool = False,
     limits: Limits = DEFAULT_LIMITS,
 ) -> ImportReport:
-    """Import objects from (name, text) pairs in one transaction."""
+    """Import objects from (name, text) pairs in one transaction.
+
+    Each object is written (in segments, per kind) as soon as it is read and validated, so no
+    more than a segment per kind is held; an invalid object anywhere rolls back what was
+    written before it.
+    """
     report = ImportReport()
-    # The whole snapshot is in memory until written; collections walking it cost seconds.
-    with gc_paused():
-        by_kind: dict[str, list[ParsedObject]] = defaultdict(list)
-        for item in parse_texts(sources, report, limits=limits):
-            by_kind[item.kind].append(item)
-        _write(by_kind, report, merge=merge)
-    return report
-
-
-def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merge: bool) -> None:
-    # Inventory first, so claims and pods land on a complete picture within the same commit.
-    order = [kind for kind in HANDLERS if kind in by_kind]
-    with transaction.atomic():
-        for kind in order:
-            count = len(by_kind[kind])
-            pairs = (_pair(p) for p in handed_over(by_kind[kind]))
+    given: Counter[str] = Counter()
+    # Collections would walk the segments and the input's text again and again for nothing.
+    with gc_paused(), transaction.atomic():
+        kinds: dict[str, Replacement] = {}
+        for kind, raw, obj in parse_texts(sources, report, limits=limits):
+            replacement = kinds.get(kind)
+            if replacement is None:
+                replacement = kinds[kind] = Replacement(kind, keep_missing=merge)
+            replacement.add(raw, obj)
+            given[kind] += 1
+        # Inventory first, as the kinds are registered, so that the removals, pools and hooks
+        # of claims and pods run on a complete picture within the same commit.
+        for kind in [kind for kind in HANDLERS if kind in kinds]:
             # Published once at the end, coarsely: per-id events of a whole snapshot are
             # larger than any page needs.
-            if merge:
-                batch = upsert_events(kind, pairs, publish=False)
-            else:
-                batch = replace_all(kind, pairs, publish=False)
+            batch = kinds.pop(kind).finish(publish=False)
             report.result.merge(batch)
             # Count what was stored: a kind may keep some objects out (every pod is stored, the
             # ones without claims as a slim projection).
             stored = batch.upserted + batch.unchanged
             report.objects[kind] = stored
-            if count - stored - len(batch.skipped) > 0:
-                report.not_stored[kind] = count - stored - len(batch.skipped)
+            if given[kind] - stored - len(batch.skipped) > 0:
+                report.not_stored[kind] = given[kind] - stored - len(batch.skipped)
         if report.result.skipped:
             # Raising inside the transaction rolls back everything this import wrote.
             shown = "\n".join(f"  {e}" for e in report.result.skipped[:20])
@@ -297,6 +251,7 @@ def _write(by_kind: dict[str, list[ParsedObject]], report: ImportReport, *, merg
                 f"nothing was imported:\n{shown}"
             )
         record_import(report, merge=merge)
+    return report
 
 
 def record_import(report: ImportReport, *, merge: bool) -> None:

@@ -7,7 +7,7 @@ failing the batch, recompute the pools the batch touched once, and publish the i
 after the commit.
 """
 
-from inventory.sync.batches import apply_events, replace_all, upsert_events
+from inventory.sync.batches import Replacement, apply_events, replace_all, upsert_events
 from inventory.sync.bulk import BatchWriter
 from inventory.sync.core import (
     AFTER_COMMIT,
@@ -49,6 +49,7 @@ __all__ = [
     "BatchWriter",
     "KindHandler",
     "Pending",
+    "Replacement",
     "Upserted",
     "Written",
     "apply_events",

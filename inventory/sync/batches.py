@@ -73,15 +73,11 @@ def upsert_events(
     kind: str, pairs: Iterable[tuple[JSON, JSON | None]], *, publish: bool = True
 ) -> BatchResult:
     """Upsert (raw, normalized-or-None) objects of one kind in one transaction."""
-    handler = handler_for(kind)
-    result = BatchResult()
     with gc_paused(), transaction.atomic():
-        writer = BatchWriter(handler, result)
+        replacement = Replacement(kind, keep_missing=True)
         for raw, obj in pairs:
-            writer.upsert(raw, obj)
-        writer.flush()
-        _finish(result, publish=publish)
-    return result
+            replacement.add(raw, obj)
+        return replacement.finish(publish=publish)
 
 
 def replace_all(
@@ -96,27 +92,56 @@ def replace_all(
     Upserts each object and deletes the rest: what a relist after 410 Gone and a full
     snapshot import do. An object that fails to normalize is recorded and its stored row kept.
     """
-    handler = handler_for(kind)
-    result = BatchResult()
-    seen: set[str] = set()
     with gc_paused(), transaction.atomic():
-        writer = BatchWriter(handler, result)
+        replacement = Replacement(kind, scope_namespace=scope_namespace)
         # Consumed once, so a caller's generator can let go of each object once it is written.
         for raw, obj in pairs:
-            seen.add(object_uid(raw))
-            writer.upsert(raw, obj)
-        writer.flush()
-        stored = handler.model.objects.all()
-        if scope_namespace is not None:
-            stored = stored.filter(namespace=scope_namespace)
-        # Compare in Python: a NOT IN over thousands of uids exceeds SQLite's parameter limit.
-        stale_pks = [pk for pk, uid in stored.values_list("pk", "uid") if uid not in seen]
-        for part in chunks(stale_pks):
-            rows = list(handler.model.objects.filter(pk__in=part))
-            handler.delete(rows, result)
-            result.deleted += len(rows)
+            replacement.add(raw, obj)
+        return replacement.finish(publish=publish)
+
+
+class Replacement:
+    """`replace_all` (or, keeping missing objects, `upsert_events`) fed one object at a time,
+    inside the caller's transaction.
+
+    Objects are written in segments as they come, so a caller reading a large input holds a
+    segment, not the input; several kinds may be fed side by side (a snapshot import reads
+    them in the file's order) and each finished when its last object is in.
+    """
+
+    def __init__(
+        self, kind: str, *, keep_missing: bool = False, scope_namespace: str | None = None
+    ) -> None:
+        self.handler = handler_for(kind)
+        self.result = BatchResult()
+        self.writer = BatchWriter(self.handler, self.result)
+        self.keep_missing = keep_missing
+        self.scope_namespace = scope_namespace
+        self.seen: set[str] = set()
+
+    def add(self, raw: JSON, obj: JSON | None = None) -> None:
+        """Queue one object (normalized here when `obj` is None); written with its segment."""
+        if not self.keep_missing:
+            self.seen.add(object_uid(raw))
+        self.writer.upsert(raw, obj)
+
+    def finish(self, *, publish: bool = True) -> BatchResult:
+        """Write what is queued, delete what was not seen (unless kept), recompute pools."""
+        self.writer.flush()
+        result, handler = self.result, self.handler
+        if not self.keep_missing:
+            stored = handler.model.objects.all()
+            if self.scope_namespace is not None:
+                stored = stored.filter(namespace=self.scope_namespace)
+            # Compare in Python: a NOT IN over thousands of uids exceeds SQLite's parameter
+            # limit.
+            stale_pks = [pk for pk, uid in stored.values_list("pk", "uid") if uid not in self.seen]
+            for part in chunks(stale_pks):
+                rows = list(handler.model.objects.filter(pk__in=part))
+                handler.delete(rows, result)
+                result.deleted += len(rows)
         _finish(result, publish=publish)
-    return result
+        return result
 
 
 def _finish(result: BatchResult, *, publish: bool) -> None:
