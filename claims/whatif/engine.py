@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 
 from claims.whatif.headroom import Progress, place_copies, stranded_devices
 from claims.whatif.inputs import JSON, InputClaim, WhatIfError
@@ -114,13 +113,13 @@ def evaluate(
     total = len(nodes)
     kept = sim.remembered(question_key(first_claims, raw_pins, explain=options.explain))
     for index, node in enumerate(nodes):
+        name = str((node.get("metadata") or {}).get("name") or "")
         filters.append(node_check(node))
         schedulable = not filters[-1][0]
-        name = str((node.get("metadata") or {}).get("name") or "")
         known = kept.get(name) if kept is not None else None
         if known is not None:
             # A copy: headroom changes the verdicts it is given.
-            verdicts.append(replace(known, schedulable=schedulable))
+            verdicts.append(known.copy(schedulable=schedulable))
         else:
             verdict = sim.verdict(
                 node,
@@ -132,7 +131,7 @@ def evaluate(
             )
             verdicts.append(verdict)
             if kept is not None and sim.gave_up is None:
-                kept[name] = replace(verdict)
+                kept[name] = verdict.copy(schedulable=verdict.schedulable)
         if progress is not None and (index + 1) % 50 == 0:
             progress(index + 1, total, "nodes")
     if progress is not None:

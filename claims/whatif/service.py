@@ -618,9 +618,28 @@ def answer_for(
         filters = [p.node_filter for p in focus]
         demand = PodDemand.total(a.demand for a in asks[: len(focus)])
 
+        # The other filters' results per node, kept for the same pod while nodes and pods do
+        # not change: after a claim or slice changed, 5,000 nodes are not checked again.
+        kept_checks = sim.remembered_checks(
+            orjson.dumps(
+                [[p.spec, p.namespace, p.labels] for p in focus] + [known, limit_ranges],
+                option=orjson.OPT_SORT_KEYS,
+                default=str,
+            ).decode()
+        )
+
         def node_check(node: JSON) -> tuple[str, str]:
+            name = str((node.get("metadata") or {}).get("name") or "")
+            kept = kept_checks.get(name) if kept_checks is not None else None
+            if kept is not None and kept[0] is node:
+                if kept[2]:
+                    top.unknown_capacity.add(name)
+                return kept[1]
             found = check_all(filters, node)
-            return found if found[0] else top.check(node, demand)
+            result = found if found[0] else top.check(node, demand)
+            if kept_checks is not None:
+                kept_checks[name] = (node, result, name in top.unknown_capacity)
+            return result
 
         # Preemption weighs every node, not the answer's window of them.
         every_node: list[JSON] | None = [] if options.preemption else None

@@ -249,3 +249,73 @@ def test_few_followed_simulations_are_kept(demo) -> None:
     # The default set went first; the two most recent remain, the newest last.
     assert kept[0].get("DeviceTaints") is False
     assert kept[1].get("ConsumableCapacity") is False
+
+
+def _pod_yaml(cpu: str) -> str:
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: cpu-hungry, namespace: default}}
+spec:
+  containers:
+  - name: main
+    image: registry.example/main:1
+    resources: {{requests: {{cpu: "{cpu}"}}}}
+"""
+
+
+def _filters(answer: dict[str, Any]) -> dict[str, Any]:
+    return {entry["node"]: entry.get("filter") for entry in answer["nodes"]}
+
+
+@pytest.mark.django_db
+def test_kept_node_checks_follow_nodes_and_pods(demo, monkeypatch) -> None:
+    """A pod's other filters are kept per node: a claim change checks no node again, a pod
+    bound to a node checks every node again, and the answers equal ones made from scratch."""
+    from claims.whatif import service
+
+    checked: list[str] = []
+    original = service.check_all
+
+    def counting(filters, node):
+        checked.append(node["metadata"]["name"])
+        return original(filters, node)
+
+    monkeypatch.setattr(service, "check_all", counting)
+    nodes = len(demo["Node"])
+    text = _pod_yaml("500m")
+    first = what_if(text, use_cache=False, nodes_limit="all")
+    assert len(checked) == nodes
+    what_if(text, use_cache=False, nodes_limit="all")
+    assert len(checked) == nodes  # nothing changed: no node checked again
+
+    claim = next(c for c in demo["ResourceClaim"] if (c.get("status") or {}).get("allocation"))
+    released = _bump(claim, 1)
+    released["status"] = {}
+    upsert_events("ResourceClaim", [(released, None)], publish=False)
+    assert _filters(what_if(text, use_cache=False, nodes_limit="all")) == _filters(first)
+    assert len(checked) == nodes  # a claim changes no node's room for the pod
+
+    # A pod bound to the first node takes all the cpu it has: that node no longer fits.
+    node = min(demo["Node"], key=_name)
+    from claims.whatif.nodefit import node_allocatable
+
+    cpu_millis = (node_allocatable(node) or {})["cpu"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "filler", "namespace": "default", "uid": "filler-uid"},
+        "spec": {
+            "nodeName": _name(node),
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": f"{cpu_millis}m"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    pod["metadata"]["resourceVersion"] = "20000000"
+    upsert_events("Pod", [(pod, None)], publish=False)
+    after = what_if(text, use_cache=False, nodes_limit="all")
+    assert len(checked) == 2 * nodes  # pods changed: every node checked again
+    assert after["nodes"][0]["node"] == _name(node)
+    assert (after["nodes"][0].get("filter") or {}).get("filter") == "NodeResourcesFit"
+    service.forget_simulations()
+    assert _filters(what_if(text, use_cache=False, nodes_limit="all")) == _filters(after)
