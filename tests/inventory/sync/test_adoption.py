@@ -27,7 +27,7 @@ import redis
 
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
-from inventory.leases import lease_name
+from inventory.leases import QUEUED_SUFFIX, lease_name
 from inventory.locks import LOCK_PREFIX
 from inventory.models import SyncState
 from inventory.sync import handler_for
@@ -323,4 +323,29 @@ def test_three_workers_started_together_watch_each_kind_once(
     logs = "\n".join(worker.text() for worker in workers.values())
     started = Counter(re.findall(r"(\w+): watching as ", logs))
     assert started == Counter(dict.fromkeys(KINDS, 1))
+    _assert_clean_logs(*workers.values())
+
+
+def test_watchers_stay_on_the_workers_consuming_the_watch_queue(
+    cluster, worker_env, workers, tmp_path
+):
+    """A jobs-only worker (`--queues celery`) adopts no lease however long it runs alone; the
+    worker started with the watch queue takes every kind."""
+    redis_url = worker_env["DASHBOARD_REDIS_URL"]
+    workers["jobs"] = Worker("jobs", env=worker_env, log_dir=tmp_path, queues="celery")
+    deadline = time.monotonic() + 60
+    while "ready." not in workers["jobs"].text():
+        assert time.monotonic() < deadline, "the jobs worker never became ready"
+        time.sleep(0.1)
+    # Two lease times alone: a worker consuming the watch queue would have checked twice or more.
+    time.sleep(2 * LEASE_SECONDS)
+    client = redis.Redis.from_url(redis_url)
+    # Nothing held, nothing queued: the broker's `watchers` list is empty and no marker was set.
+    assert _holders(redis_url) == {}
+    assert client.llen("watchers") == 0
+    assert client.keys(LOCK_PREFIX + "*" + QUEUED_SUFFIX) == []
+    _start(workers, worker_env, tmp_path, "watch")
+    _wait_converged(cluster, _database(worker_env), timeout=120)
+    _wait_held_by(redis_url, {workers["watch"].pid}, timeout=30)
+    assert "watching as" not in workers["jobs"].text()
     _assert_clean_logs(*workers.values())
