@@ -110,3 +110,37 @@ def test_a_rewritten_object_keeps_raw_as_written_and_an_unchanged_one_is_equal()
     assert stored.obj["spec"] == beta["spec"]
     row = Node.objects.get(name="n")
     assert row.raw == node and row.obj == node
+
+
+@pytest.mark.django_db
+def test_an_imported_pod_is_redacted_in_both_forms() -> None:
+    """A pod handed to the writer as one value (unchanged by normalizing) loses its secrets in
+    raw and obj alike, and keeps what the pages read."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "team-a",
+            "uid": "u-p",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+        },
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "env": [{"name": "TOKEN", "value": "s3cret"}],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "volumes": [{"name": "v", "secret": {"secretName": "s"}}],
+        },
+    }
+    import_texts([("pod.json", _listed([pod]))])
+    row = Pod.objects.get(name="p")
+    for stored in (row.raw, row.obj):
+        assert "s3cret" not in json.dumps(stored)
+        assert "volumes" not in stored["spec"]
+        assert stored["metadata"]["annotations"] == {}
+        assert stored["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
