@@ -201,17 +201,20 @@ class NodeClasses:
     def _changed(self, results: Iterable[JSON], *, touched: bool) -> None:
         devices = []
         shared = False
+        owner = self.keys.owner
         for allocation in results:
             for entry in (allocation.get("devices") or {}).get("results") or []:
+                if entry.get("adminAccess") is True:
+                    continue  # holds no device (AllocatedState.add_results)
                 device_id = (
                     str(entry.get("driver")),
                     str(entry.get("pool")),
                     str(entry.get("device")),
                 )
-                if self.keys.owner(device_id[:2]) is None:
+                if owner(device_id[:2]) is None:
                     shared = True
                 devices.append(device_id)
-        nodes = {self.keys.owner(pool) for pool in self.keys.changed(devices)}
+        nodes: set[str | None] = {owner(pool) for pool in self.keys.changed(devices)}
         nodes.discard(None)
         self.forget(nodes)
         if touched:

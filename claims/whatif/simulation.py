@@ -140,6 +140,7 @@ class Simulation:
         self.classes: NodeClasses | None = None
         # How many times the allocator was asked to allocate or list free devices.
         self.asked = 0
+        self._infos: dict[int, tuple[JSON, NodeInfo]] = {}
         self.class_names = {str((c.get("metadata") or {}).get("name")) for c in view.classes}
         state = AllocatedState()
         try:
@@ -391,7 +392,7 @@ class Simulation:
         """Allocate on one node; explain the failure when asked."""
         name = str((node.get("metadata") or {}).get("name") or "")
         verdict = NodeVerdict(node=name, schedulable=schedulable, fits=False)
-        info = NodeInfo.from_object(node)
+        info = self._node_info(node)
         for pin in pins:
             try:
                 allowed = node_matches(info, node_name="", all_nodes=False, selector=pin)
@@ -443,6 +444,18 @@ class Simulation:
                 slot, fits=verdict.fits, results=verdict.results, reports=verdict.reports
             )
         return verdict
+
+    def _node_info(self, node: JSON) -> NodeInfo:
+        # Headroom asks a node once per copy: its labels are read once. Node objects are
+        # immutable, as informer objects are; the one kept is compared by identity.
+        kept = self._infos.get(id(node))
+        if kept is not None and kept[0] is node:
+            return kept[1]
+        info = NodeInfo.from_object(node)
+        if len(self._infos) > 2 * len(self.view.nodes) + 100:
+            self._infos.clear()
+        self._infos[id(node)] = (node, info)
+        return info
 
     def filter_status(
         self, node: JSON, verdict: NodeVerdict, claims: Sequence[JSON]
@@ -511,7 +524,7 @@ class Simulation:
         """`free_devices`, and the free physical units among them (`claims.devices.availability`:
         a device, or the counter set partitions share) as driver/pool/unit: nothing on them
         allocated, and a device on them that one of the claims' classes would accept."""
-        info = NodeInfo.from_object(node)
+        info = self._node_info(node)
         slot = None
         if self.classes is not None:
             slot, known = self.classes.free(info, claims, expressions)

@@ -384,11 +384,14 @@ class NodeKeys:
                 continue
             pools.add(pool_key)
             held = self._held.get(pool_key)
-            if pool_key not in self._saved:
-                self._saved[pool_key] = (self._states.get(pool_key), held)
+            saved = self._saved.get(pool_key)
+            if saved is None:
+                saved = self._saved[pool_key] = (self._states.get(pool_key), held)
             if held is None:
                 continue  # read whole when a key needs it
-            held = dict(held)
+            if held is saved[1]:
+                # Copied on the first change only: `restore` gives the saved one back.
+                held = dict(held)
             found = holding(device_id)
             for position in self._positions(pool_key).get(device_id[2], ()):
                 if found is None:
