@@ -11,17 +11,21 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from claims.whatif import equivalence
 from claims.whatif.engine import evaluate
 from claims.whatif.follow import view_change
 from claims.whatif.inputs import InputClaim, WhatIfError
 from claims.whatif.options import Options
+from claims.whatif.service import forget_simulations, what_if
 from claims.whatif.simulation import Simulation
 from claims.whatif.state import ClusterView
 from dralib.allocator import Features, SliceCache
+from tests.claims.whatif.helpers import claim_yaml
 
 GPU = "gpu.example.com"
 NIC = "nic.example.com"
@@ -370,3 +374,42 @@ def test_classes_follow_allocation_changes(seed: int) -> None:
         assert _answer(sim, claims, count=7, explain=True) == _answer(
             fresh, claims, count=7, explain=True
         )
+
+
+# Answer fields that differ between two runs of one question whatever the classes.
+VOLATILE = {"shareID", "elapsedSeconds"}
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: "*" if k in VOLATILE else _stable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _what_if_both_ways(monkeypatch: pytest.MonkeyPatch, text: str, **options: Any) -> list[Any]:
+    answers = []
+    for enabled in (True, False):
+        monkeypatch.setattr(equivalence, "ENABLED", enabled)
+        forget_simulations()
+        answers.append(_stable(what_if(text, use_cache=False, **options)))
+    return answers
+
+
+@pytest.mark.parametrize("name", ["deployment.yaml", "batch.yaml", "shared-claim.yaml"])
+def test_pods_placed_alike_on_the_demo_cluster(demo, monkeypatch, name: str) -> None:
+    """Pods and workloads placed one after another on the 20-node demo cluster (partitioned
+    GPUs, NICs, fabric): the same answer with classes on and off."""
+    text = (Path(__file__).parent / "fixtures" / name).read_text()
+    on, off = _what_if_both_ways(monkeypatch, text)
+    assert on == off
+    assert on["pods"]
+
+
+@pytest.mark.parametrize("count", [1, "max"])
+def test_demo_headroom_alike(demo, monkeypatch, count: Any) -> None:
+    """A two-GPU claim with headroom on the demo cluster: the same answer either way."""
+    on, off = _what_if_both_ways(monkeypatch, claim_yaml(count=2), count=count)
+    assert on == off
+    assert on["summary"]["nodesFit"] > 0
