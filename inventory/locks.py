@@ -51,17 +51,32 @@ class WatcherLock(Protocol):
         ...
 
 
+_CLIENTS_GUARD = threading.Lock()
+_CLIENTS: dict[str, Any] = {}
+
+
+def _client(url: str) -> Any:
+    """One Redis client (and connection pool) per URL for the process: the lease checks build
+    two locks per kind every few seconds, which must not mean two new connections each."""
+    with _CLIENTS_GUARD:
+        client = _CLIENTS.get(url)
+        if client is None:
+            import redis
+
+            client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+            _CLIENTS[url] = client
+        return client
+
+
 class RedisLock:
     """A lock held in Redis: SET NX PX to take it, Lua compare-and-set to renew and free it."""
 
     def __init__(self, name: str, *, owner: str, ttl: float, url: str) -> None:
-        import redis
-
         self.name = name
         self.owner = owner
         self.ttl = ttl
         self._key = LOCK_PREFIX + name
-        self._redis: Any = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._redis = _client(url)
 
     def acquire(self) -> bool:
         return bool(self._redis.set(self._key, self.owner, nx=True, px=int(self.ttl * 1000)))
