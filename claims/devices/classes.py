@@ -196,8 +196,8 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
     unchanged = {pk for pk, version in versions.items() if known.get(pk) == version}
     kept = previous.outcomes if previous is not None else {}
     current = Device.objects.filter(current=True, slice__classic=False).order_by()
-    # After a change, the devices first, then the attributes of those on changed slices: the
-    # same two queries whatever changed.
+    # The devices first, then the attributes of those on changed slices (of all, the first time):
+    # the same two queries whatever changed, which the pages' query counts rely on.
     fields = ("pk", "slice_id", "driver", "pool_name", "name", "allow_multiple_allocations")
     keys: dict[DeviceKey, int] = {}
     multiple: set[int] = set()
@@ -224,41 +224,32 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
         "attributes_text": Cast("attributes", TextField()),
         "capacity_text": Cast("capacity", TextField()),
     }
-    if previous is None:
-        # The first computation evaluates every device: one read of all that it needs.
-        rows = current.annotate(**texts).values_list(*fields, *texts)
-        for pk, _, driver, pool_name, name, allow_multiple, attributes, capacity in rows:
-            keys[(driver, pool_name, name)] = pk
-            if allow_multiple:
-                multiple.add(pk)
-            evaluate(pk, (driver, pool_name, name), json_text(attributes), json_text(capacity))
-    else:
-        for pk, slice_id, driver, pool_name, name, allow_multiple in current.values_list(*fields):
-            keys[(driver, pool_name, name)] = pk
-            if allow_multiple:
-                multiple.add(pk)
-            outcome = kept.get(pk) if slice_id in unchanged else None
-            if outcome is None:
-                again.append(pk)
-                # A device can also be new to the membership on an unchanged slice (its pool's
-                # generation became current): its slice counts for the query below too.
-                again_slices.add(slice_id)
-            else:
-                outcomes[pk] = outcome
-        # One query whatever the change: the devices of slices written since the oldest of their
-        # slices (few, on a live cluster), of which those to evaluate. A slice written after the
-        # versions were read has none: the fingerprint has moved, the next call evaluates it.
-        oldest = min((versions[pk][1] for pk in again_slices if pk in versions), default=None)
-        if oldest is not None:
-            wanted = set(again)
-            changed = current.filter(slice__synced_at__gte=oldest).annotate(**texts)
-            # As text, decoded here only for the devices wanted (see states.json_text).
-            for pk, driver, pool_name, name, attributes, capacity in changed.values_list(
-                "pk", "driver", "pool_name", "name", *texts
-            ):
-                if pk in wanted:
-                    where = (driver, pool_name, name)
-                    evaluate(pk, where, json_text(attributes), json_text(capacity))
+    for pk, slice_id, driver, pool_name, name, allow_multiple in current.values_list(*fields):
+        keys[(driver, pool_name, name)] = pk
+        if allow_multiple:
+            multiple.add(pk)
+        outcome = kept.get(pk) if slice_id in unchanged else None
+        if outcome is None:
+            again.append(pk)
+            # A device can also be new to the membership on an unchanged slice (its pool's
+            # generation became current): its slice counts for the query below too.
+            again_slices.add(slice_id)
+        else:
+            outcomes[pk] = outcome
+    # One query whatever the change: the devices of slices written since the oldest of their
+    # slices (few, on a live cluster), of which those to evaluate. A slice written after the
+    # versions were read has none: the fingerprint has moved, the next call evaluates it.
+    oldest = min((versions[pk][1] for pk in again_slices if pk in versions), default=None)
+    if oldest is not None:
+        wanted = set(again)
+        changed = current if previous is None else current.filter(slice__synced_at__gte=oldest)
+        # As text, decoded here only for the devices wanted (see states.json_text).
+        for pk, driver, pool_name, name, attributes, capacity in changed.annotate(
+            **texts
+        ).values_list("pk", "driver", "pool_name", "name", *texts):
+            if pk in wanted:
+                where = (driver, pool_name, name)
+                evaluate(pk, where, json_text(attributes), json_text(capacity))
     members: dict[str, set[int]] = {
         name: set() for name, selectors in compiled.items() if not isinstance(selectors, str)
     }
