@@ -1,10 +1,11 @@
 """The web server's access log: one record per HTTP request or websocket, logged when it ends.
 
-uvicorn's own access log is off (console/serve.py): it logged the request line whole, query
-string and all, and knew neither the duration nor the user agent. `AccessLog` wraps the ASGI
-application inside the trusted-proxy handling (`dashboard.security.harden`), so the client is
-the forwarded one when a trusted proxy sent the request. Each record, logger `dashboard.access`
-at INFO, carries these fields (JSON with DASHBOARD_LOG_JSON=1, in the message otherwise):
+uvicorn's own access log is off (the web server's start sets access_log=False): it logged the
+request line whole, query string and all, and knew neither the duration nor the user agent.
+`AccessLog` wraps the ASGI application inside the trusted-proxy handling
+(`dashboard.security.harden`), so the client is the forwarded one when a trusted proxy sent the
+request. Each record, logger `dashboard.access` at INFO, carries these fields (JSON with
+DASHBOARD_LOG_JSON=1, in the message otherwise):
 
     method, path, query, status, duration_ms, client, user_agent, protocol ("http"/"websocket")
 

@@ -305,7 +305,7 @@ LOGGING = {
     "loggers": {
         "kubernetes": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
-        # Django's defaults give these plain-text handlers of their own (DEBUG console, runserver).
+        # Django's defaults give these plain-text handlers of their own (DEBUG-only, runserver).
         "django": {"handlers": [], "propagate": True},
         "django.server": {"handlers": [], "propagate": True},
     },

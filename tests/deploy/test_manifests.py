@@ -233,8 +233,8 @@ def test_entrypoint_starts_each_process() -> None:
     text = script.read_text()
     assert "exec python -m console.serve --host 0.0.0.0" in text
     assert "console.asgi:application" in text
-    assert "exec celery -A dashboard worker" in text
-    assert "exec celery -A dashboard beat" in text
+    assert "exec celery -A dashboard --quiet worker" in text
+    assert "exec celery -A dashboard --quiet beat" in text
     assert "django_celery_beat.schedulers:DatabaseScheduler" in text
     assert "exec python manage.py migrate --noinput" in text
 
