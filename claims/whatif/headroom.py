@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from claims.whatif.inputs import JSON, InputClaim
 from claims.whatif.nodefit import NodeLedger, PodDemand
 from claims.whatif.simulation import NodeVerdict, Simulation
+from dashboard.gcpause import gc_paused
 from dralib.allocator.nodeselection import NodeSelector
 
 # progress(done, total, phase)
@@ -20,6 +21,42 @@ MAX_STRANDED_LISTED = 50
 
 
 def place_copies(
+    sim: Simulation,
+    *,
+    nodes: Sequence[JSON],
+    verdicts: Sequence[NodeVerdict],
+    first_claims: list[JSON],
+    copy_claims: list[JSON],
+    pins: list[NodeSelector],
+    inputs: Sequence[InputClaim],
+    count: int,
+    progress: Progress | None,
+    ledger: NodeLedger | None = None,
+    demand: PodDemand | None = None,
+) -> JSON:
+    """Place up to `count` copies first-fit in node order, each seeing the ones before
+    (`_place_copies`).
+
+    Thousands of copies make many small containers and no reference cycle, yet the collections
+    they set off walked the whole resident state: a third of a count=max at 5,000 nodes.
+    """
+    with gc_paused():
+        return _place_copies(
+            sim,
+            nodes=nodes,
+            verdicts=verdicts,
+            first_claims=first_claims,
+            copy_claims=copy_claims,
+            pins=pins,
+            inputs=inputs,
+            count=count,
+            progress=progress,
+            ledger=ledger,
+            demand=demand,
+        )
+
+
+def _place_copies(
     sim: Simulation,
     *,
     nodes: Sequence[JSON],
