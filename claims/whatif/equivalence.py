@@ -150,7 +150,7 @@ class NodeClasses:
         reports: list[RequestReport],
     ) -> None:
         """File a node's own answer as its class's first, when it translates exactly."""
-        if not fits and not reports_translate(reports):
+        if not fits and not reports_translate(reports, slot[2].local):
             return
         self._keep(slot, (slot[4], slot[2], fits, results, reports))
 

@@ -499,9 +499,10 @@ def translate_reports(
     return out
 
 
-def reports_translate(reports: Sequence[RequestReport]) -> bool:
-    """Whether `translate_reports` is exact: no report names a pool in its message."""
+def reports_translate(reports: Sequence[RequestReport], local: Sequence[PoolKey]) -> bool:
+    """Whether `translate_reports` is exact: no message names one of the node's own pools
+    (`local`; explain names invalid and incomplete pools), none is an error."""
+    names = [f"{driver}/{pool}" for driver, pool in local]
     return all(
-        report.claim and "pools: " not in report.message and "error" not in report.message[:6]
-        for report in reports
+        report.claim and not any(name in report.message for name in names) for report in reports
     )

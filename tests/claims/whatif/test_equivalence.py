@@ -1,9 +1,10 @@
 """Equivalence classes of nodes change nothing in an answer, and ask the allocator per class.
 
 Random clusters of a few node shapes (whole GPUs with unique UUIDs, partitionable GPUs sharing
-counters, NICs with consumable capacity, tainted devices, a shared network pool for all nodes and
-one for labelled nodes) with random allocations, asked random claims: the answer with classes on
-equals the answer with every node asked on its own.
+counters, NICs with consumable capacity, tainted devices, now and then an invalid or incomplete
+pool, a shared network pool for all nodes and one for labelled nodes) with random allocations,
+asked random claims: the answer with classes on equals the answer with every node asked on its
+own.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def _node_objects(name: str, shape: int, rng: random.Random) -> tuple[JSON, list
     model, memory = [("a100", "40Gi"), ("h100", "80Gi")][shape % 2]
     if shape < 2:
         devices = [_gpu(i, rng, model=model, memory=memory) for i in range(4)]
+        if rng.random() < 0.1:
+            devices[3]["name"] = "gpu-0"  # an invalid pool: duplicate device names
         slices.append(_slice(f"{name}-gpus", GPU, name, node=name, devices=devices))
     else:
         counters = [{"name": f"gpu-{i}", "counters": {"memory": {"value": "80Gi"}}} for i in (0, 1)]
@@ -112,10 +115,12 @@ def _node_objects(name: str, shape: int, rng: random.Random) -> tuple[JSON, list
                         ],
                     }
                 )
+        # Now and then a slice is missing: an incomplete pool.
+        count = 3 if rng.random() < 0.1 else 2
         slices.append(
-            _slice(f"{name}-counters", GPU, name, node=name, count=2, sharedCounters=counters)
+            _slice(f"{name}-counters", GPU, name, node=name, count=count, sharedCounters=counters)
         )
-        slices.append(_slice(f"{name}-parts", GPU, name, node=name, count=2, devices=devices))
+        slices.append(_slice(f"{name}-parts", GPU, name, node=name, count=count, devices=devices))
     nics = [
         {
             "name": f"nic-{i}",
@@ -265,7 +270,7 @@ def _answer(sim: Simulation, claims: list[InputClaim], *, count: int, explain: b
     return _without_share_ids(answer)
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(50))
 def test_classes_change_no_answer(seed: int) -> None:
     """Three questions in turn (one count=max) on one random cluster: classes on equals off."""
     rng = random.Random(seed)
