@@ -84,9 +84,37 @@ _MISSING = object()
 
 
 class JSONLocMemCache(LocMemCache):
-    """LocMemCache storing what JSONSerializer would store in Redis (bare ints, else JSON text)."""
+    """LocMemCache storing what JSONSerializer would store in Redis (bare ints, else JSON text).
+
+    OPTIONS `MAX_BYTES` bounds what it holds by bytes, not only by entries: its values live in
+    the web process, and 300 entries (Django's bound) of megabyte what-if answers were most of
+    that process's memory. Past the bound the least recently used go; a value alone over it is
+    not kept.
+    """
 
     _serializer = JSONSerializer()
+
+    def __init__(self, name: str, params: dict[str, Any]) -> None:
+        super().__init__(name, params)
+        max_bytes = (params.get("OPTIONS") or {}).get("MAX_BYTES")
+        self._max_bytes: int | None = int(max_bytes) if max_bytes is not None else None
+
+    def _set(self, key: str, value: Any, timeout: Any = DEFAULT_TIMEOUT) -> None:
+        # Called with the lock held, `value` pickled.
+        limit = self._max_bytes
+        if limit is not None and len(value) > limit:
+            self._delete(key)  # the key's older value would be stale
+            return
+        super()._set(key, value, timeout)
+        if limit is not None:
+            # LocMemCache keeps the most recently used first: the last are the first to go.
+            while len(self._cache) > 1 and self.size() > limit:
+                gone, _ = self._cache.popitem()
+                self._expire_info.pop(gone, None)
+
+    def size(self) -> int:
+        """Bytes of the values held (as stored: pickled)."""
+        return sum(map(len, self._cache.values()))
 
     def _load(self, stored: Any) -> Any:
         return stored if type(stored) is int else self._serializer.loads(stored)

@@ -154,7 +154,13 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "dashboard.cache.JSONRedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {"default": {"BACKEND": "dashboard.cache.JSONLocMemCache"}}
+    # In the process: bounded by bytes (what-if answers are its largest values).
+    CACHES = {
+        "default": {
+            "BACKEND": "dashboard.cache.JSONLocMemCache",
+            "OPTIONS": {"MAX_BYTES": 32 * 1024 * 1024},
+        }
+    }
 
 # Celery: JSON only (never pickle on the broker); without Redis, tasks run inline.
 CELERY_BROKER_URL = REDIS_URL or "memory://"

@@ -7,9 +7,11 @@ client; the ones taking `redis_password_server` run against a real password-prot
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,6 +148,42 @@ def test_the_default_cache_has_the_same_json_semantics() -> None:
     assert local.get_or_set("made", lambda: [1, 2]) == [1, 2]
     with pytest.raises(TypeError):
         local.set("bad", b"bytes")
+
+
+def test_the_in_process_cache_is_bounded_by_bytes() -> None:
+    """Values past MAX_BYTES push out the least recently used; one over it alone is not kept."""
+    local = JSONLocMemCache("bounded-bytes", {"OPTIONS": {"MAX_BYTES": 100_000}})
+    local.clear()
+    text = "x" * 30_000
+    for name in "abc":
+        local.set(name, text)
+    assert local.get("a") == text  # now the most recently used
+    local.set("d", text)
+    assert local.get("b") is None
+    assert [local.get(name) is not None for name in "acd"] == [True, True, True]
+    assert local.size() <= 100_000
+    local.set("a", "y" * 200_000)
+    assert local.get("a") is None, "a stale value must not outlive a refused newer one"
+    assert local.size() <= 100_000
+
+
+def test_the_default_in_process_cache_has_a_byte_bound() -> None:
+    """Without Redis, the settings bound the in-process cache by bytes (it holds what-if
+    answers); read in a fresh interpreter, so a run with Redis checks it too."""
+    env = {k: v for k, v in os.environ.items() if k != "DASHBOARD_REDIS_URL"}
+    env["DASHBOARD_SECRET_KEY"] = "test-only-secret-key-never-used-outside-the-test-suite"
+    code = "import json, dashboard.settings as s; print(json.dumps(s.CACHES['default']))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    default = json.loads(out.strip().splitlines()[-1])
+    assert default["BACKEND"] == "dashboard.cache.JSONLocMemCache"
+    assert 0 < default["OPTIONS"]["MAX_BYTES"] <= 64 * 1024 * 1024
 
 
 def test_what_if_jobs_in_the_cache_survive_json(db) -> None:
