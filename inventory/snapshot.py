@@ -35,6 +35,7 @@ from dralib.kube.documents import (
     stable_uid,
 )
 from dralib.kube.normalize import NormalizeError, normalize
+from dralib.kube.normalize.schema import plain_when_read
 from dralib.kube.streaming import iter_objects
 from inventory.models import SnapshotImport
 from inventory.sync import HANDLERS, BatchResult, Replacement
@@ -166,8 +167,13 @@ def parse_texts(
             # The object as written, dumped before normalizing may rewrite it in place: it is
             # this import's to give away, so normalizing need not copy it first.
             text = _dumped(item)
+            # Read by `documents` within `limits`: whether its size alone keeps it within what
+            # normalizing would copy, so that it need not be walked again to know it.
+            bounded = text is not None and plain_when_read(
+                max_depth=limits.max_depth, json_bytes=len(text)
+            )
             try:
-                obj = normalize(item, validate=True, owned=text is not None)
+                obj = normalize(item, validate=True, owned=text is not None, plain_already=bounded)
             except NormalizeError as exc:
                 errors.append(f"{where}: {exc}")
                 continue

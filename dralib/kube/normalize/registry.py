@@ -153,6 +153,7 @@ def normalize(
     kind: str | None = None,
     validate: bool = False,
     owned: bool = False,
+    plain_already: bool = False,
 ) -> dict[str, Any]:
     """Check one object as the API server sent it and return it in the internal v1 shape: a new
     dict, unless `owned`.
@@ -168,7 +169,9 @@ def normalize(
     `owned` says the caller gives `obj` away (just parsed, referenced nowhere else, not read
     again): when it is already plain JSON within the copy's bounds, it is rewritten in place and
     returned instead of copied (the copy was a fifth of normalizing a snapshot). The checks and
-    errors are the same either way.
+    errors are the same either way. `plain_already` (with `owned`) says the caller knows `obj`
+    is what `plain` would make of it (dicts, lists and JSON scalars, within its depth and size
+    bounds, as a bounded reader's value can be proven to be), so it is not walked to check.
     """
     if not isinstance(obj, Mapping):
         raise NormalizeError(
@@ -181,7 +184,7 @@ def normalize(
     found_version, found_kind, entry, ctx = _lookup(obj, api_version=api_version, kind=kind)
     _check(obj, kind=found_kind, entry=entry, ctx=ctx)
     try:
-        if owned and already_plain(obj):
+        if owned and (plain_already or already_plain(obj)):
             result: dict[str, Any] = obj  # type: ignore[assignment]
         else:
             result = plain(obj)

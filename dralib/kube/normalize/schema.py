@@ -286,3 +286,14 @@ def already_plain(value: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int = MA
             if not (kind is str or kind is int or kind is bool or kind is float or entry is None):
                 stack.append((entry, levels - 1))
     return True
+
+
+def plain_when_read(*, max_depth: int, json_bytes: int) -> bool:
+    """Whether a value made by a bounded reader (dicts, lists and JSON scalars, no part reached
+    twice, containers nested at most `max_depth` deep counting its root) whose compact JSON
+    text is `json_bytes` long is certain to be within `plain`'s bounds.
+
+    Every value takes at least one byte and every further one a comma, so such a text holds
+    at most (json_bytes + 1) // 2 values: proven without walking the value.
+    """
+    return max_depth <= MAX_DEPTH and (json_bytes + 1) // 2 <= MAX_NODES

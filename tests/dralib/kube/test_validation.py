@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from dralib.kube.normalize import NormalizeError, normalize
+from dralib.kube.normalize.schema import MAX_DEPTH, MAX_NODES, plain_when_read
 
 from . import Served, expected, load_yaml, served_inputs
 
@@ -566,6 +568,18 @@ def test_an_owned_object_is_rewritten_in_place_unless_a_copy_is_needed() -> None
     result = normalize(with_tuple, owned=True)
     assert result is not with_tuple
     assert result["spec"]["devices"]["config"][0]["opaque"]["parameters"] == [1]
+
+
+def test_plain_when_read_is_proven_by_size_and_depth_only_within_the_copy_bounds() -> None:
+    """A compact JSON text of n bytes holds at most (n + 1) // 2 values: at the copy's bound
+    the proof holds, one byte over it does not; deeper readers prove nothing."""
+    assert plain_when_read(max_depth=MAX_DEPTH, json_bytes=2 * MAX_NODES - 1)
+    assert not plain_when_read(max_depth=MAX_DEPTH, json_bytes=2 * MAX_NODES + 1)
+    assert not plain_when_read(max_depth=MAX_DEPTH + 1, json_bytes=10)
+    # The densest text there is: a list of one-digit numbers, one value per two bytes.
+    for count in (0, 1, 5, 1000):
+        text = json.dumps([1] * count, separators=(",", ":"))
+        assert count + 1 <= (len(text) + 1) // 2
 
 
 def _unvalidated_error(obj: dict[str, Any]) -> NormalizeError:
