@@ -5,10 +5,12 @@ ResourceClaim or a Pod are kept (`keep`), and of the pods only those that use cl
 about a pod stored as a projection (no claims) is removed after its batch is written. A pod not
 stored yet keeps its events: they usually come before the pod's own watch event, and expire.
 
-Bounds, applied after every batch to the objects it touched: the newest `EVENTS_PER_OBJECT`
-per regarding object, and nothing last seen longer ago than `EVENTS_TTL_SECONDS` (as
-kube-apiserver forgets events after --event-ttl, one hour by default). So the table holds at
-most EVENTS_PER_OBJECT rows per claim and pod with claims, whatever the event rate.
+Bounds, applied after every batch: the newest `EVENTS_PER_OBJECT` per regarding object, to the
+objects that gained an event (a created event, or one now about another object: an updated
+event's `count` bump, most of a cluster's event traffic, adds no row), and nothing last seen
+longer ago than `EVENTS_TTL_SECONDS` (as kube-apiserver forgets events after --event-ttl, one
+hour by default). So the table holds at most EVENTS_PER_OBJECT rows per claim and pod with
+claims, whatever the event rate.
 """
 
 from __future__ import annotations
@@ -82,36 +84,59 @@ def keep_event(obj: Mapping[str, Any]) -> bool:
 
 
 def _deleted(rows: QuerySet[Event], result: BatchResult) -> None:
-    pks = list(rows.values_list("pk", flat=True))
+    # Unordered: the model's default ordering made every TTL check sort the rows it found.
+    pks = list(rows.order_by().values_list("pk", flat=True))
     for part in chunks(pks):
         Event.objects.filter(pk__in=part).delete()
     result.touch("events", *pks)
 
 
-def trim_events(subjects: Iterable[tuple[str, str, str]], result: BatchResult) -> None:
-    """Apply the bounds to the events of these (namespace, kind, name) objects, and the TTL to
-    all events; pod events of pods stored without claims go too."""
+def trim_events(
+    subjects: Iterable[tuple[str, str, str]],
+    result: BatchResult,
+    *,
+    grown: Iterable[tuple[str, str, str]] | None = None,
+) -> None:
+    """Apply the TTL to all events; remove the events of these (namespace, kind, name) objects
+    that are pods stored without claims, and bound the events of the `grown` ones (by default
+    all of them) to the newest EVENTS_PER_OBJECT.
+
+    Objects are looked up by `IN` lists of namespaces and names and matched in Python: a `Q`
+    per object, ORed 200 at a time, cost more to build than to run.
+    """
     wanted = sorted(set(subjects))
     cutoff = timezone.now() - timedelta(seconds=settings.EVENTS_TTL_SECONDS)
     _deleted(Event.objects.filter(last_seen__lt=cutoff), result)
     pods = [(namespace, name) for namespace, kind, name in wanted if kind == "Pod"]
-    for part in chunks(pods, 200):
-        match = Q()
-        for namespace, name in part:
-            match |= Q(namespace=namespace, name=name)
-        plain = PodModel.objects.filter(match, uses_claims=False).values_list("namespace", "name")
-        drop = Q()
-        for namespace, name in plain:
-            drop |= Q(namespace=namespace, regarding_kind="Pod", regarding_name=name)
-        if drop:
-            _deleted(Event.objects.filter(drop), result)
+    for part in chunks(pods):
+        plain = set(
+            PodModel.objects.filter(
+                namespace__in={namespace for namespace, _ in part},
+                name__in={name for _, name in part},
+                uses_claims=False,
+            ).values_list("namespace", "name")
+        ) & set(part)
+        if not plain:
+            continue
+        drop = [
+            pk
+            for pk, namespace, name in Event.objects.filter(
+                regarding_kind="Pod",
+                namespace__in={namespace for namespace, _ in plain},
+                regarding_name__in={name for _, name in plain},
+            ).values_list("pk", "namespace", "regarding_name")
+            if (namespace, name) in plain
+        ]
+        _deleted(Event.objects.filter(pk__in=drop), result)
     limit = settings.EVENTS_PER_OBJECT
-    for part in chunks(wanted, 200):
-        match = Q()
-        for namespace, kind, name in part:
-            match |= Q(namespace=namespace, regarding_kind=kind, regarding_name=name)
+    for part in chunks(wanted if grown is None else sorted(set(grown))):
+        keys = set(part)
         rows = (
-            Event.objects.filter(match)
+            Event.objects.filter(
+                namespace__in={subject[0] for subject in part},
+                regarding_kind__in={subject[1] for subject in part},
+                regarding_name__in={subject[2] for subject in part},
+            )
             .order_by("namespace", "regarding_kind", "regarding_name", "-last_seen", "-pk")
             .values_list("pk", "namespace", "regarding_kind", "regarding_name")
         )
@@ -119,22 +144,33 @@ def trim_events(subjects: Iterable[tuple[str, str, str]], result: BatchResult) -
         extra: list[int] = []
         for pk, *subject in rows:
             key = (subject[0], subject[1], subject[2])
+            if key not in keys:
+                continue
             seen[key] = seen.get(key, 0) + 1
             if seen[key] > limit:
                 extra.append(pk)
-        if extra:
-            _deleted(Event.objects.filter(pk__in=extra), result)
+        for pks in chunks(extra):
+            _deleted(Event.objects.filter(pk__in=pks), result)
 
 
 def events_written(written: list[Written], result: BatchResult) -> None:
     """Count and announce written events, then keep the table within its bounds."""
     subjects = set()
+    grown = set()
     for entry in written:
         result.upserted += 1
         result.touch("events", entry.row.pk)
         row = entry.row
-        subjects.add((row.namespace, row.regarding_kind, row.regarding_name))
-    trim_events(subjects, result)
+        subject = (row.namespace, row.regarding_kind, row.regarding_name)
+        subjects.add(subject)
+        stored = entry.item.stored
+        if entry.created or subject != (
+            stored.get("namespace"),
+            stored.get("regarding_kind"),
+            stored.get("regarding_name"),
+        ):
+            grown.add(subject)
+    trim_events(subjects, result, grown=grown)
 
 
 def events_about(
@@ -165,6 +201,8 @@ def register_events() -> None:
             "events",
             namespaced=True,
             keep=keep_event,
+            # An updated event about the same object adds no row: its object's bound holds.
+            stored_fields=("namespace", "regarding_kind", "regarding_name"),
             written=events_written,
         )
     )

@@ -121,9 +121,9 @@ def claim_columns(obj: JSON) -> JSON:
         "device_classes": device_classes_of(spec),
         "request_count": len(_requests(spec)),
         "allocated_count": len(_results(obj)),
-        # The pod-claim-name annotation names the pod's claim entry, not a template: the
-        # template is found through the pod after the write (`claims.templates`).
-        "template_name": "",
+        # No template_name: the pod-claim-name annotation names the pod's claim entry, not a
+        # template, so the name is found through the pod after the write (`claims.templates`),
+        # and only a changed name is written (a column here would reset it on every update).
         "owner_pod": next((str(o.get("name")) for o in owners if o.get("kind") == "Pod"), ""),
     }
 
@@ -203,6 +203,10 @@ def claims_written(written: list[Written], result: BatchResult) -> None:
         result.upserted += 1
         result.touch("claims", entry.row.pk)
         result.touch("devices", *(f"{c['driver']}/{c['pool']}/{c['device']}" for c in allocated))
+        if not entry.created:
+            # The row carries the written columns only: without the stored template name,
+            # every updated claim would be written a second time to set the name it has.
+            entry.row.template_name = entry.item.stored.get("template_name", "")
     insert_rows(AllocatedDevice, devices)
     insert_rows(Reservation, reservations)
     link_templates([entry.row for entry in written])
@@ -213,8 +217,12 @@ def pods_written(written: list[Written], result: BatchResult) -> None:
     for entry in written:
         result.upserted += 1
         result.touch("pods", entry.row.pk)
+    # Only pods whose claim entries may have changed: most pod updates are status.
     link_claims_of_pods(
-        (entry.row.namespace, entry.row.name) for entry in written if entry.row.uses_claims
+        (entry.row.namespace, entry.row.name)
+        for entry in written
+        if entry.row.uses_claims
+        and (entry.created or entry.item.stored.get("resource_claims") != entry.row.resource_claims)
     )
 
 
@@ -520,6 +528,7 @@ def register_handlers(*, diagnoses_stale: Callable[[], object]) -> None:
             delete_claims,
             "claims",
             namespaced=True,
+            stored_fields=("template_name",),
             children=claim_children,
             written=claims_written,
         )
@@ -542,6 +551,7 @@ def register_handlers(*, diagnoses_stale: Callable[[], object]) -> None:
             delete_row("pods"),
             "pods",
             namespaced=True,
+            stored_fields=("resource_claims",),
             redact=redact_pod,
             written=pods_written,
             export=export_pods,

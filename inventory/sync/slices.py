@@ -194,6 +194,7 @@ def refresh_pools(pool_ids: set[int], result: BatchResult) -> None:
         for part in chunks(sorted(pool_ids))
         for pool in Pool.objects.filter(pk__in=part)
     }
+    before = {pk: _pool_figures(pool) for pk, pool in pools.items()}
     slices: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
     for part in chunks(sorted(pools)):
         for values in ResourceSlice.objects.filter(pool_id__in=part).values_list(
@@ -242,7 +243,15 @@ def refresh_pools(pool_ids: set[int], result: BatchResult) -> None:
         )
     for pool in kept:
         pool.device_count = counts.get(pool.pk, 0)
-    update_rows(Pool, kept, POOL_FIELDS)
+    # Only pools whose figures moved: a slice changed in place (a device's attributes, its
+    # labels) leaves its pool as it was, and rewriting it cost a statement per pool.
+    update_rows(
+        Pool, [pool for pool in kept if _pool_figures(pool) != before[pool.pk]], POOL_FIELDS
+    )
+
+
+def _pool_figures(pool: Pool) -> tuple[Any, ...]:
+    return tuple(getattr(pool, name) for name in POOL_FIELDS)
 
 
 def refresh_pool(pool: Pool, result: BatchResult) -> None:

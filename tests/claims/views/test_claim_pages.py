@@ -87,3 +87,20 @@ def test_a_claim_stored_before_its_pod_is_linked_when_the_pod_arrives(demo) -> N
     upsert_events("Pod", [(raw, None)], publish=False)
     assert ResourceClaim.objects.get(pk=claim.pk).template_name == template
     assert ResourceClaimTemplate.objects.filter(namespace=claim.namespace, name=template).exists()
+
+
+def test_an_updated_claim_keeps_its_template_without_a_second_write(demo) -> None:
+    """A claim's status update leaves its template name in place: no UPDATE sets it again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    claim, template = template_made_claims()[0]
+    raw = dict(claim.raw)
+    raw["metadata"] = dict(raw["metadata"], resourceVersion="99999999")
+    raw["metadata"]["labels"] = {**(raw["metadata"].get("labels") or {}), "bench": "x"}
+    with CaptureQueriesContext(connection) as queries:
+        upsert_events("ResourceClaim", [(raw, None)], publish=False)
+    stored = ResourceClaim.objects.get(pk=claim.pk)
+    assert stored.labels.get("bench") == "x"
+    assert stored.template_name == template
+    assert not [q for q in queries if 'SET "template_name"' in q["sql"]]

@@ -141,3 +141,52 @@ def test_events_are_bounded_per_object_and_by_age(
     names = set(Event.objects.filter(regarding_name="trainer").values_list("name", flat=True))
     assert names == {"trainer.37", "trainer.38", "trainer.39"}
     assert Event.objects.count() == 4
+
+
+def test_bounds_run_for_objects_that_gained_an_event(settings) -> None:
+    """An event updated in place (its count bumped) adds no row, so its object's bound is not
+    read again; an event now about another object counts against that object's bound."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from inventory.sync import apply_events
+
+    settings.EVENTS_PER_OBJECT = 2
+    now = datetime.now(UTC)
+    trainer = pod("trainer", claims=True)
+    trainer["metadata"].update(uid="uid-trainer", resourceVersion="1")
+    apply_events("Pod", [("ADDED", trainer)], publish=False)
+    assert Pod.objects.get(name="trainer").uses_claims
+    about_pod = [
+        event(f"p.{i}", kind="Pod", about="trainer", reason="R", at=now - timedelta(seconds=i))
+        for i in range(2)
+    ]
+    about_claim = [
+        event(
+            f"c.{i}", kind="ResourceClaim", about="gpu", reason="R", at=now - timedelta(seconds=i)
+        )
+        for i in range(2)
+    ]
+    for index, obj in enumerate(about_pod + about_claim):
+        obj["metadata"].update(uid=f"uid-{obj['metadata']['name']}", resourceVersion=str(index))
+    apply_events("Event", [("ADDED", obj) for obj in about_pod + about_claim], publish=False)
+    assert Event.objects.count() == 4
+
+    bumped = dict(about_pod[0], series={"count": 7, "lastObservedTime": _stamp(now)})
+    bumped["metadata"] = dict(about_pod[0]["metadata"], resourceVersion="10")
+    with CaptureQueriesContext(connection) as queries:
+        apply_events("Event", [("MODIFIED", bumped)], publish=False)
+    assert Event.objects.get(name="p.0").count == 7
+    bound = '"claims_event"."namespace" ASC, "claims_event"."regarding_kind" ASC'
+    assert not [q for q in queries if bound in q["sql"]]
+
+    # p.1, seen again now, is about the claim: the newest two of the claim's three events stay.
+    moved = dict(
+        about_pod[1],
+        regarding=dict(about_claim[0]["regarding"]),
+        eventTime=_stamp(now + timedelta(seconds=1)),
+    )
+    moved["metadata"] = dict(about_pod[1]["metadata"], resourceVersion="11")
+    apply_events("Event", [("MODIFIED", moved)], publish=False)
+    kept = set(Event.objects.filter(regarding_name="gpu").values_list("name", flat=True))
+    assert kept == {"p.1", "c.0"}

@@ -415,3 +415,33 @@ def test_pod_secrets_are_never_stored():
         {"name": "main", "image": "example.com/train:1", "resources": {"claims": [{"name": "gpu"}]}}
     ]
     assert (stored.node_name, stored.container_claims) == ("node-a", {"main": ["gpu"]})
+
+
+@pytest.mark.django_db
+def test_a_pool_is_written_only_when_its_figures_move(monkeypatch):
+    """A slice changed in place leaves its pool row alone; a new generation rewrites it."""
+    from inventory.sync import slices
+
+    written: list[str] = []
+
+    def counting(model, rows, fields):
+        written.extend(row.name for row in rows if model is Pool)
+        return update_rows(model, rows, fields)
+
+    update_rows = slices.update_rows
+    monkeypatch.setattr(slices, "update_rows", counting)
+    apply_events("ResourceSlice", [("ADDED", gpu_slice("s", pool="node-a", generation=1))])
+    assert written == ["node-a"]
+    relabelled = gpu_slice("s", pool="node-a", generation=1, rv="2")
+    relabelled["metadata"]["labels"] = {"team": "ml"}
+    result = apply_events("ResourceSlice", [("MODIFIED", relabelled)])
+    assert result.upserted == 1
+    assert ResourceSlice.objects.get(name="s").labels == {"team": "ml"}
+    assert written == ["node-a"]
+    apply_events(
+        "ResourceSlice",
+        [("MODIFIED", gpu_slice("s", pool="node-a", generation=2, count=2, rv="3"))],
+    )
+    assert written == ["node-a", "node-a"]
+    pool = Pool.objects.get(name="node-a")
+    assert (pool.generation, pool.resource_slice_count, pool.complete) == (2, 2, False)
