@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,9 +63,6 @@ class _SliceParts:
 
 
 _NUMBERS = itertools.count()
-
-# Per parsed slice (SliceCache keeps them across views and allocators), computed on first use.
-_PARTS: weakref.WeakKeyDictionary[SliceInfo, _SliceParts] = weakref.WeakKeyDictionary()
 
 
 def relevant_attributes(classes: Mapping[str, JSON], claims: Sequence[JSON]) -> Relevant:
@@ -168,7 +164,7 @@ def prepare_slices(slices: Sequence[SliceInfo]) -> None:
 
 
 def _slice_parts(info: SliceInfo) -> _SliceParts:
-    parts = _PARTS.get(info)
+    parts: _SliceParts | None = info.key_parts
     if parts is not None:
         return parts
     spec = info.raw.get("spec") or {}
@@ -203,7 +199,8 @@ def _slice_parts(info: SliceInfo) -> _SliceParts:
         base=_digest(base),
         columns={pair: _digest(values) for pair, values in columns.items()},
     )
-    _PARTS[info] = parts
+    # Kept on the slice: SliceCache keeps parsed slices across views and allocators.
+    info.key_parts = parts
     return parts
 
 

@@ -291,6 +291,8 @@ class SliceInfo:
     per_device_node_selection: bool | None
     shared_counters_raw: list[JSON]
     devices: list[DeviceInfo]
+    # What node keys read of the slice (`dralib.allocator.equivalence`), on first use.
+    key_parts: Any = field(default=None, init=False, repr=False)
 
     @cached_property
     def node_selector(self) -> NodeSelector | None:
