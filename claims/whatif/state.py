@@ -31,8 +31,10 @@ from dralib.allocator import SelectorCache, SliceCache
 from inventory.freshness import SWITCHING, Freshness
 
 # Selector results are keyed by device content, which stays valid across cluster states; a cache
-# past this many entries is dropped so a long-lived worker's memory stays bounded.
-_SELECTOR_CACHE_LIMIT = 500_000
+# past this many entries is dropped so a long-lived worker's memory stays bounded. An entry holds
+# about 470 bytes (measured: 930 a device for one selector, two entries), so this is ~120 MB,
+# room for one selector over 100,000 devices of distinct content.
+_SELECTOR_CACHE_LIMIT = 250_000
 
 _lock = threading.Lock()
 # Held while the database is read (see cluster_state); taken before _lock, never inside it.
@@ -172,7 +174,7 @@ def selector_cache(*, consumable_capacity: bool, list_type_attributes: bool) -> 
     key = (consumable_capacity, list_type_attributes)
     with _lock:
         cache = _selector_caches.get(key)
-        if cache is None or len(getattr(cache, "_results", ())) > _SELECTOR_CACHE_LIMIT:
+        if cache is None or cache.entries() > _SELECTOR_CACHE_LIMIT:
             cache = SelectorCache(
                 consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes
             )

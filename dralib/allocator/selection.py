@@ -22,6 +22,10 @@ from dralib.allocator.pools import ContentKey, DeviceInfo
 
 # Selection results kept on one device (see SelectorCache.select).
 _KEPT_PER_DEVICE = 16
+# Devices whose CEL input (the converted attributes, ~2 KB each) is kept: a device's selectors
+# are evaluated one after another, so a few suffice; one per device content held 200 MB at
+# 100,000 devices, while the results themselves are kept in full.
+INPUTS_KEPT = 4096
 _UNKNOWN: Any = object()
 
 
@@ -60,6 +64,11 @@ class SelectorCache:
         self.evaluations = 0
         self.lookups = 0
 
+    def entries(self) -> int:
+        """Entries held: results per expression and per selector list, and kept inputs (a
+        method, not __len__: an empty cache must stay truthy)."""
+        return len(self._results) + len(self._combined) + len(self._inputs)
+
     def _compile(self, expression: str) -> CompiledSelector | SelectorCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
@@ -92,6 +101,8 @@ class SelectorCache:
                 raise compiled
             device_input = self._inputs.get(content)
             if device_input is None:
+                if len(self._inputs) >= INPUTS_KEPT:
+                    self._inputs.clear()
                 device_input = DeviceInput(
                     driver=device.driver,
                     attributes=device.attributes,

@@ -7,7 +7,9 @@ import tracemalloc
 
 import pytest
 
+from dralib.allocator import selection
 from dralib.allocator.pools import SliceInfo
+from dralib.allocator.selection import SelectorCache
 from dralib.allocator.types import ScenarioError
 
 DEVICES = 128  # the most one slice may hold
@@ -64,3 +66,47 @@ def test_errors_still_name_the_device() -> None:
         assert info.devices[1].taints is None
     with pytest.raises(ScenarioError, match=r"spec.devices\[1\]: expected a device with a name"):
         SliceInfo.parse(_slice([{"name": "gpu-0"}, {"nameless": True}]), index=0)
+
+
+def test_selector_inputs_are_kept_for_a_few_devices_only(monkeypatch) -> None:
+    """A selector that reads capacity (not answered from projected attributes) is evaluated per
+    device content: every result is kept, the converted inputs only for the last few devices,
+    so their bytes stop growing with the devices checked (2 KB a device when all were kept)."""
+    monkeypatch.setattr(selection, "INPUTS_KEPT", 64)
+    devices = [
+        device
+        for n in range(8)
+        for device in SliceInfo.parse(
+            _slice(
+                [
+                    {
+                        "name": f"gpu-{i}",
+                        "attributes": {"uuid": {"string": f"GPU-{n}-{i}"}},
+                        "capacity": {"memory": {"value": f"{i + 1}Gi"}},
+                    }
+                    for i in range(DEVICES)
+                ]
+            ),
+            index=n,
+        ).devices
+    ]
+    for device in devices:  # the devices' own lazy fields are not the cache's
+        assert device.content_key and device.plain_domains is not False and not device.taints
+    wanted = ('device.capacity["gpu.example.com"].memory.compareTo(quantity("64Gi")) >= 0',)
+    cache = SelectorCache()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fits = [cache.select((), wanted, device) for device in devices[:256]]
+        gc.collect()
+        first = tracemalloc.get_traced_memory()[0] - before
+        fits += [cache.select((), wanted, device) for device in devices[256:]]
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before - first
+    finally:
+        tracemalloc.stop()
+    assert fits.count(True) == 8 * (DEVICES - 63)
+    assert cache.evaluations == len(devices) and len(cache._inputs) <= 64
+    # The next 768 devices added their results (930 bytes each), no inputs (2.8 KB with them).
+    assert grown / (len(devices) - 256) < 1500, f"{grown / (len(devices) - 256):.0f} bytes a device"
