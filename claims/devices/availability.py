@@ -25,10 +25,9 @@ summary share.
 
 Which devices make up which unit, their partition profiles and the pools' counters change only
 with ResourceSlices, so they are kept in process memory beside the class membership, under its
-fingerprint. What holds or taints devices is read on every call with the one union query of
-`classes`; blocked devices follow from the held ones with quantity arithmetic over the cached
-counters, once per pool and distinct `consumesCounters` spelling. Nothing here runs CEL.
-"""
+fingerprint. What holds or taints devices is `classes.held_and_tainted`'s, kept until a claim or
+taint rule moves; blocked devices follow from the held ones with quantity arithmetic over the
+cached counters, once per pool and `consumesCounters` spelling. Nothing here runs CEL."""
 
 from __future__ import annotations
 
