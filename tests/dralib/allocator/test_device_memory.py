@@ -110,3 +110,21 @@ def test_selector_inputs_are_kept_for_a_few_devices_only(monkeypatch) -> None:
     assert cache.evaluations == len(devices) and len(cache._inputs) <= 64
     # The next 768 devices added their results (930 bytes each), no inputs (2.8 KB with them).
     assert grown / (len(devices) - 256) < 1500, f"{grown / (len(devices) - 256):.0f} bytes a device"
+
+
+def test_one_consumption_object_is_parsed_once() -> None:
+    """Devices sharing one `consumesCounters` object (equal ones read from the database are)
+    share its parsed form; an equal copy parses to an equal value of its own."""
+    consumption = [{"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}}}]
+    copied = [{"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}}}]
+    devices = [
+        {"name": "mig-a", "consumesCounters": consumption},
+        {"name": "mig-b", "consumesCounters": consumption},
+        {"name": "mig-c", "consumesCounters": copied},
+    ]
+    first, second, third = SliceInfo.parse(_slice(devices), index=0).devices
+    assert first.consumes_counters is second.consumes_counters
+    assert third.consumes_counters is not first.consumes_counters
+    assert third.consumes_counters == first.consumes_counters
+    ((set_name, counters),) = first.consumes_counters
+    assert set_name == "gpu-0" and str(counters["memory"]) == "10Gi"
