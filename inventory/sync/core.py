@@ -503,7 +503,7 @@ def insert_rows(
     def values(row: Any) -> list[Any]:
         return prepare([column.pre_save(row, True) for column in columns])
 
-    if connection.vendor == "postgresql" and len(rows) >= COPY_MIN_ROWS and len(keys) <= 1:
+    if connection.vendor == "postgresql" and len(rows) >= COPY_MIN_ROWS:
         _copy_rows(connection, opts, columns, rows, values, keys=keys, by_key=by_key)
         return
     if connection.vendor == "postgresql":
@@ -543,7 +543,9 @@ def _copy_rows(
 
     An INSERT per row, even pipelined, cost the database a statement each: a 150,000-pod
     initial sync spent most of its time there. COPY returns no rows, so the pks are selected
-    again (`keys` is one unique column, or none when the caller needs no pks).
+    again (`keys` are the columns of a unique key, none when the caller needs no pks): by the
+    key column with the most distinct values among the rows (a device's slice, not its name),
+    the rest matched here. Devices, keyed by slice and name, were inserted a statement each.
     """
     quote = connection.ops.quote_name
     names = ", ".join(quote(column.column) for column in columns)
@@ -553,11 +555,14 @@ def _copy_rows(
                 copy.write_row(values(row))
         if not keys:
             return
-        key = keys[0]
+        narrowest = max(keys, key=lambda key: len({getattr(row, key.attname) for row in rows}))
         cursor.execute(
-            f"SELECT {quote(opts.pk.column)}, {quote(key.column)} FROM {quote(opts.db_table)} "
-            f"WHERE {quote(key.column)} = ANY(%s)",
-            [[getattr(row, key.attname) for row in rows]],
+            f"SELECT {quote(opts.pk.column)}, {', '.join(quote(key.column) for key in keys)} "
+            f"FROM {quote(opts.db_table)} WHERE {quote(narrowest.column)} = ANY(%s)",
+            [list({getattr(row, narrowest.attname) for row in rows})],
         )
-        for pk, found in cursor.fetchall():
-            by_key[(found,)].pk = pk
+        for pk, *found in cursor.fetchall():
+            # Rows stored before, under the same narrowing value, are not ours.
+            row = by_key.get(tuple(found))
+            if row is not None:
+                row.pk = pk

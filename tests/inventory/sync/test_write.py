@@ -445,3 +445,21 @@ def test_a_pool_is_written_only_when_its_figures_move(monkeypatch):
     assert written == ["node-a", "node-a"]
     pool = Pool.objects.get(name="node-a")
     assert (pool.generation, pool.resource_slice_count, pool.complete) == (2, 2, False)
+
+
+@pytest.mark.django_db
+def test_many_new_devices_get_their_ids_back():
+    """A batch creating more devices than COPY_MIN_ROWS (COPY on PostgreSQL, keyed by slice and
+    name) announces every stored device's id, beside devices of a slice stored before."""
+    from inventory.sync.core import COPY_MIN_ROWS
+
+    names = [f"gpu-{i}" for i in range(COPY_MIN_ROWS + 10)]
+    apply_events("ResourceSlice", [("ADDED", gpu_slice("a", pool="node-a", generation=1))])
+    first = set(Device.objects.values_list("pk", flat=True))
+    grown = gpu_slice("a", pool="node-a", generation=1, devices=names, rv="2")
+    other = gpu_slice("b", pool="node-b", generation=1, devices=names)
+    result = apply_events("ResourceSlice", [("MODIFIED", grown), ("ADDED", other)])
+    stored = dict(Device.objects.values_list("pk", "slice__name"))
+    assert sorted(stored.values()).count("a") == sorted(stored.values()).count("b") == len(names)
+    assert first <= set(stored)
+    assert {int(pk) for pk in result.changed["devices"]} == set(stored) - first
