@@ -285,7 +285,7 @@ def test_list_items_can_hand_each_item_over() -> None:
 
 @pytest.mark.django_db
 def test_a_json_list_keeps_fields_newer_than_our_code_and_integers_past_64_bits():
-    """Objects held compressed until written come back whole, a 70-bit integer included."""
+    """Objects come back whole, one with a 70-bit integer (normalized as a copy) included."""
     huge = 2**70
     node = {
         "apiVersion": "v1",
