@@ -166,14 +166,15 @@ def parse_texts(
             item = with_uid(item)
             # The object as written, dumped before normalizing may rewrite it in place: it is
             # this import's to give away, so normalizing need not copy it first.
-            text = _dumped(item)
+            dumped = _dumped(item)
             # Read by `documents` within `limits`: whether its size alone keeps it within what
             # normalizing would copy, so that it need not be walked again to know it.
-            bounded = text is not None and plain_when_read(
-                max_depth=limits.max_depth, json_bytes=len(text)
+            bounded = dumped is not None and plain_when_read(
+                max_depth=limits.max_depth, json_bytes=len(dumped)
             )
             try:
-                obj = normalize(item, validate=True, owned=text is not None, plain_already=bounded)
+                owned = dumped is not None
+                obj = normalize(item, validate=True, owned=owned, plain_already=bounded)
             except NormalizeError as exc:
                 errors.append(f"{where}: {exc}")
                 continue
@@ -200,10 +201,10 @@ def parse_texts(
             if errors:
                 continue
             raw: JSON = item  # an integer past 64 bits: normalize copied, the item is as written
-            if text is not None:
+            if dumped is not None:
                 # Normalizing changed nothing (the same text, as for a v1 object the API server
                 # wrote): one value serves as both, which the writer only reads.
-                raw = obj if _dumped(obj) == text else orjson.loads(text)
+                raw = obj if _dumped(obj) == dumped else orjson.loads(dumped)
             yield obj["kind"], raw, obj
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
@@ -227,7 +228,8 @@ def import_texts(
     """
     report = ImportReport()
     given: Counter[str] = Counter()
-    # Collections would walk the segments and the input's text again and again for nothing.
+    # Reading and writing make many containers and next to no cycles: collections would walk
+    # them again and again for nothing.
     with gc_paused(), transaction.atomic():
         kinds: dict[str, Replacement] = {}
         for kind, raw, obj in parse_texts(sources, report, limits=limits):
