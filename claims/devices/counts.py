@@ -12,6 +12,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
 from typing import Any
@@ -31,6 +32,8 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from claims.devices.availability import overdrawn_consumers, unit_index, warm_units
 from claims.devices.classes import (
@@ -39,7 +42,7 @@ from claims.devices.classes import (
     held_and_tainted,
     table_fingerprint,
 )
-from claims.devices.health import reported_unhealthy_keys
+from claims.devices.health import unhealthy_keys_of
 from claims.devices.states import (
     _allocations,
     _effective_rules,
@@ -93,12 +96,33 @@ def pool_utilisation(pools: QuerySet[Pool]) -> QuerySet[Pool]:
 
 
 PoolKey = tuple[str, str]
+DeviceKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class _ClaimSide:
+    """What the counts owe to slices, classes, claims and DeviceTaintRules, as of
+    `fingerprint`: every pool's counts but `unhealthy`, and the devices unhealthy by a NoExecute
+    taint or a claim's Ready=False condition. Pods move none of it."""
+
+    fingerprint: tuple[Any, ...]
+    counts: Mapping[PoolKey, Mapping[str, int]]
+    flagged: frozenset[DeviceKey]
+
+
+@dataclass(frozen=True)
+class _PodReports:
+    """Per pod that reports devices Unhealthy, their keys, as of `fingerprint` (the Pod
+    table's row count, newest synced_at and highest pk)."""
+
+    fingerprint: tuple[Any, ...]
+    keys: Mapping[int, frozenset[DeviceKey]]
 
 
 @dataclass(frozen=True)
 class _KeptCounts:
     """The counts of every pool, and per pool its unhealthy devices that are neither held nor
-    tainted, as of `fingerprint`."""
+    tainted, as of `fingerprint` (the claim side's and the pod reports')."""
 
     fingerprint: tuple[Any, ...]
     counts: Mapping[PoolKey, Mapping[str, int]]
@@ -107,26 +131,30 @@ class _KeptCounts:
 
 _lock = threading.Lock()
 _kept: _KeptCounts | None = None
+_claim_side: _ClaimSide | None = None
+_reports: _PodReports | None = None
 
 
 def forget_counts() -> None:
     """Drop the kept counts (tests; the fingerprint normally makes this unnecessary)."""
-    global _kept
+    global _kept, _claim_side, _reports
     with _lock:
-        _kept = None
+        _kept = _claim_side = _reports = None
 
 
 def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
-    """Every pool's counts, computed again only when what they follow moves: the slices and
-    classes (devices, their taints), the claims (allocations and their device status), the
-    DeviceTaintRules and the pods (their health reports). Two small queries say whether it did;
-    a page then reads the counts of 10,000 pools without reading 100,000 devices."""
-    global _kept
+    """Every pool's counts, computed again only when what they follow moves, and only the part
+    that follows it: the slices, classes, claims and DeviceTaintRules (`_claim_side`), or the
+    pods' health reports (`_pod_reports`, read again only for the pods written since). Two small
+    queries say whether anything did; a page then reads the counts of 10,000 pools without
+    reading 100,000 devices, and a pod's change costs what that pod reports."""
+    global _kept, _claim_side, _reports
     membership = class_membership()
-    fingerprint = (
-        membership.fingerprint,
-        *table_fingerprint(ResourceClaim, DeviceTaintRule, Pod),
-    )
+    # One round trip for the three tables; each side follows its own.
+    tables = table_fingerprint(ResourceClaim, DeviceTaintRule, Pod)
+    claim_fingerprint = (membership.fingerprint, *tables[:6])
+    pod_fingerprint = tables[6:]
+    fingerprint = (claim_fingerprint, pod_fingerprint)
     kept = _kept
     if kept is not None and kept.fingerprint == fingerprint:
         return kept
@@ -136,14 +164,76 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
             return _kept
         devices = Device.objects.filter(current=True)
         rules = _effective_rules()
-        unhealthy = _unhealthy_keys(devices, rules=rules)
-        counts = _compute_counts(holds=holds, rules=rules, unhealthy=unhealthy)
+        side = _claim_side
+        if side is None or side.fingerprint != claim_fingerprint:
+            side = _claim_side = _ClaimSide(
+                fingerprint=claim_fingerprint,
+                counts=_compute_counts(holds=holds, rules=rules),
+                flagged=frozenset(_flagged_keys(devices, rules=rules)),
+            )
+        _reports = _pod_reports(pod_fingerprint, _reports)
+        unhealthy = set(side.flagged)
+        unhealthy.update(_present(devices, _reports))
+        counts = {key: dict(entry) for key, entry in side.counts.items()}
+        for driver, pool_name, _ in unhealthy:
+            counts.setdefault((driver, pool_name), dict.fromkeys(COUNT_KEYS, 0))["unhealthy"] += 1
         _kept = _KeptCounts(
             fingerprint=fingerprint,
             counts=counts,
             unhealthy_unavailable=_unavailable(devices, unhealthy, rules=rules),
         )
         return _kept
+
+
+def _since(value: Any) -> datetime | None:
+    """A `synced_at` as the fingerprint's raw query returned it (SQLite: text, in UTC)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if isinstance(value, datetime) and timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value if isinstance(value, datetime) else None
+
+
+def _pod_reports(fingerprint: tuple[Any, ...], kept: _PodReports | None) -> _PodReports:
+    """The pods' Unhealthy reports as of `fingerprint`. From `kept`, only the pods written
+    since its newest `synced_at` are read (indexed), when no pod was deleted meanwhile: the
+    row count grew by exactly the new rows among them (pks only grow). Else every reporting
+    pod is read."""
+    if kept is not None and kept.fingerprint == fingerprint:
+        return kept
+    fields = ("pk", "phase", "resource_health")
+    since = _since(kept.fingerprint[1]) if kept is not None else None
+    if kept is not None and since is not None:
+        # `gte`: a pod written in the same instant as the kept newest one is read again.
+        changed = list(Pod.objects.filter(synced_at__gte=since).only(*fields))
+        created = sum(1 for pod in changed if pod.pk > (kept.fingerprint[2] or 0))
+        if fingerprint[0] == kept.fingerprint[0] + created:
+            keys = dict(kept.keys)
+            for pod in changed:
+                found = unhealthy_keys_of(pod)
+                if found:
+                    keys[pod.pk] = found
+                else:
+                    keys.pop(pod.pk, None)
+            return _PodReports(fingerprint=fingerprint, keys=keys)
+    reporting = Pod.objects.exclude(resource_health=[]).only(*fields)
+    found_keys = {pod.pk: unhealthy_keys_of(pod) for pod in reporting}
+    return _PodReports(
+        fingerprint=fingerprint, keys={pk: keys for pk, keys in found_keys.items() if keys}
+    )
+
+
+def _present(devices: QuerySet[Device], reports: _PodReports) -> set[DeviceKey]:
+    """The reported keys that name a current device (the few reported ones, by name)."""
+    reported = set().union(*reports.keys.values()) if reports.keys else set()
+    if not reported:
+        return set()
+    names = sorted({name for _, _, name in reported})
+    present: set[DeviceKey] = set()
+    for start in range(0, len(names), 500):
+        part = devices.filter(name__in=names[start : start + 500])
+        present.update(part.values_list("driver", "pool_name", "name"))
+    return present & reported
 
 
 _warming = threading.Event()
@@ -235,7 +325,6 @@ def _compute_counts(
     *,
     holds: Holds | None,
     rules: list[DeviceTaintRule],
-    unhealthy: set[tuple[str, str, str]],
 ) -> dict[tuple[str, str], dict[str, int]]:
     """Grouped queries counted from the allocation side, so the number of queries and the
     per-row work stay flat as devices grow."""
@@ -293,8 +382,6 @@ def _compute_counts(
     for entry in counts.values():
         entry["free"] = entry["total"] - entry["allocated"] - entry["tainted"]
     _count_blocked(counts, holds=holds)
-    for driver, pool_name, _ in unhealthy:
-        counts[(driver, pool_name)]["unhealthy"] += 1
     return dict(counts)
 
 
@@ -313,11 +400,11 @@ def _count_blocked(counts: dict[tuple[str, str], dict[str, int]], *, holds: Hold
         counts[(unit.driver, unit.pool)]["blocked"] += 1
 
 
-def _unhealthy_keys(
+def _flagged_keys(
     devices: QuerySet[Device], *, rules: list[DeviceTaintRule]
 ) -> set[tuple[str, str, str]]:
-    """driver/pool/device of unhealthy devices: NoExecute taints, a claim's device status with
-    condition Ready=False, or a running pod reporting the device Unhealthy."""
+    """driver/pool/device of devices unhealthy by a NoExecute taint or a claim's device status
+    with condition Ready=False; a running pod reporting one Unhealthy is `_pod_reports`'."""
 
     evicting = [_rule_match(rule) for rule in rules if _no_execute([rule.taint])]
     ruled = reduce(or_, evicting) if evicting else Q(pk__isnull=True)
@@ -339,11 +426,6 @@ def _unhealthy_keys(
     if not_ready:
         pools = set(devices.order_by().values_list("driver", "pool_name").distinct())
         keys.update(key for key in not_ready if key[:2] in pools)
-    reports = reported_unhealthy_keys()
-    if reports:
-        names = {name for _, _, name in reports}
-        present = devices.filter(name__in=names).values_list("driver", "pool_name", "name")
-        keys.update(key for key in present if key in reports)
     return keys
 
 

@@ -126,6 +126,19 @@ def reported_unhealthy_keys() -> set[DeviceKey]:
     return {r["key"] for r in pod_reports() if r["health"] == UNHEALTHY and r["key"]}
 
 
+def unhealthy_keys_of(pod: Pod) -> frozenset[DeviceKey]:
+    """driver/pool/device that this one pod reports Unhealthy (none once it has finished): the
+    per-pod part of `reported_unhealthy_keys`, for keeping reports pod by pod."""
+    if pod.phase in FINISHED_PHASES:
+        return frozenset()
+    keys = (
+        split_resource_id(str(entry.get("resourceID", "")))
+        for entry in pod.resource_health or []
+        if isinstance(entry, Mapping) and entry.get("health", UNKNOWN) == UNHEALTHY
+    )
+    return frozenset(key for key in keys if key)
+
+
 def _no_execute_taints(device: Device) -> list[dict[str, Any]]:
     taints = [
         {"source": "taint", "taint": dict(t)}
