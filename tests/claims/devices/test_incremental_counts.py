@@ -1,0 +1,226 @@
+"""The kept counts and leaks follow a change by reading what it touched: after every change of a
+random sequence they equal a computation from scratch, and a one-pod change reads one pod
+whatever the cluster's size."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from claims import leaks
+from claims.devices import counts
+from claims.devices.availability import forget_units
+from claims.devices.classes import class_membership, forget_membership
+from claims.devices.counts import forget_counts, pool_device_counts, unavailable_unhealthy
+from claims.leaks import find_leaks, forget_leaks
+from claims.models import Pod
+from inventory.sync import apply_events, upsert_events
+from tests.console.demo import load_demo
+
+JSON = dict[str, Any]
+
+
+def _forget() -> None:
+    forget_membership()
+    forget_units()
+    forget_counts()
+    forget_leaks()
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    _forget()
+    yield
+    _forget()
+
+
+def _kept_now() -> tuple[dict, dict, list]:
+    return pool_device_counts(), unavailable_unhealthy(), find_leaks()
+
+
+def _from_scratch() -> tuple[dict, dict, list]:
+    """Computed again from nothing, leaving the kept state (what the next change builds on) as
+    it was."""
+    saved = (counts._kept, counts._claim_side, counts._reports, leaks._kept)
+    forget_counts()
+    forget_leaks()
+    try:
+        return _kept_now()
+    finally:
+        counts._kept, counts._claim_side, counts._reports, leaks._kept = saved
+
+
+class _Cluster:
+    """The demo cluster's objects as last written, and the writes a watcher would make."""
+
+    def __init__(self, objects: dict[str, list[JSON]], rng: random.Random) -> None:
+        self.rng = rng
+        self.version = 50_000_000
+        self.claims = {c["metadata"]["name"]: c for c in objects["ResourceClaim"]}
+        self.allocated = {
+            name: copy.deepcopy(c)
+            for name, c in self.claims.items()
+            if (c.get("status") or {}).get("allocation")
+        }
+        self.pods = {p["metadata"]["name"]: p for p in objects["Pod"]}
+        self.slices = objects["ResourceSlice"]
+        self.rules: list[JSON] = []
+        self.serial = 0
+
+    def _write(self, kind: str, obj: JSON) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        upsert_events(kind, [(copy.deepcopy(obj), None)], publish=False)
+
+    def release_claim(self) -> None:
+        name = self.rng.choice(sorted(self.allocated))
+        claim = copy.deepcopy(self.claims[name])
+        claim["status"] = {}
+        self.claims[name] = claim
+        self._write("ResourceClaim", claim)
+
+    def allocate_claim(self) -> None:
+        name = self.rng.choice(sorted(self.allocated))
+        self.claims[name] = copy.deepcopy(self.allocated[name])
+        self._write("ResourceClaim", self.claims[name])
+
+    def add_pod(self) -> None:
+        template = self.pods[self.rng.choice(sorted(self.pods))]
+        self.serial += 1
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"added-{self.serial}"
+        pod["metadata"]["uid"] = f"uid-added-{self.serial}"
+        self.pods[pod["metadata"]["name"]] = pod
+        self._write("Pod", pod)
+
+    def remove_pod(self) -> None:
+        name = self.rng.choice(sorted(self.pods))
+        pod = self.pods.pop(name)
+        apply_events("Pod", [("DELETED", copy.deepcopy(pod))], publish=False)
+
+    def report_unhealthy(self) -> None:
+        pod = self.pods[self.rng.choice(sorted(self.pods))]
+        key = self.rng.choice(sorted(class_membership().keys))
+        status = pod.setdefault("status", {})
+        status["phase"] = "Running"
+        status["containerStatuses"] = [
+            {
+                "name": "main",
+                "ready": True,
+                "state": {"running": {"startedAt": "2026-06-01T10:00:00Z"}},
+                "allocatedResourcesStatus": [
+                    {
+                        "name": "claim:gpus/gpu",
+                        "resources": [{"resourceID": "/".join(key), "health": "Unhealthy"}],
+                    }
+                ],
+            }
+        ]
+        self._write("Pod", pod)
+
+    def finish_pod(self) -> None:
+        pod = self.pods[self.rng.choice(sorted(self.pods))]
+        pod.setdefault("status", {})["phase"] = self.rng.choice(["Succeeded", "Failed"])
+        self._write("Pod", pod)
+
+    def taint_slice(self) -> None:
+        slice_ = self.rng.choice(self.slices)
+        devices = slice_["spec"].get("devices") or []
+        if not devices:
+            return
+        device = self.rng.choice(devices)
+        effect = self.rng.choice(["NoSchedule", "NoExecute", None])
+        if effect is None:
+            device.pop("taints", None)
+        else:
+            device["taints"] = [{"key": "example.com/broken", "effect": effect}]
+        self._write("ResourceSlice", slice_)
+
+    def taint_rule(self) -> None:
+        if self.rules and self.rng.random() < 0.5:
+            rule = self.rules.pop()
+            apply_events("DeviceTaintRule", [("DELETED", rule)], publish=False)
+            return
+        driver, pool, device = self.rng.choice(sorted(class_membership().keys))
+        self.serial += 1
+        rule = {
+            "apiVersion": "resource.k8s.io/v1alpha3",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": f"rule-{self.serial}", "uid": f"uid-rule-{self.serial}"},
+            "spec": {
+                "deviceSelector": {"driver": driver, "pool": pool, "device": device},
+                "taint": {"key": "example.com/rule", "effect": "NoExecute"},
+            },
+        }
+        self.rules.append(rule)
+        self._write("DeviceTaintRule", rule)
+
+
+CHANGES = (
+    "release_claim",
+    "allocate_claim",
+    "add_pod",
+    "remove_pod",
+    "report_unhealthy",
+    "finish_pod",
+    "taint_slice",
+    "taint_rule",
+)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kept_counts_and_leaks_equal_scratch_after_every_change(seed: int) -> None:
+    """Claims released and allocated again, pods added, removed, reporting devices Unhealthy
+    and finishing, slices' devices tainted, taint rules added and removed, in a random order:
+    after each, the kept counts, unhealthy-unavailable counts and leaks equal a computation
+    from scratch."""
+    rng = random.Random(seed)
+    cluster = _Cluster(load_demo(nodes=5, seed=seed), rng)
+    assert _kept_now() == _from_scratch()
+    done = []
+    for _ in range(30):
+        change = rng.choice(CHANGES)
+        getattr(cluster, change)()
+        done.append(change)
+        assert _kept_now() == _from_scratch(), done
+    # Several pods changed in a row before one reading, then one reading.
+    for change in ("add_pod", "report_unhealthy", "remove_pod", "report_unhealthy"):
+        getattr(cluster, change)()
+    assert _kept_now() == _from_scratch()
+
+
+@pytest.mark.django_db
+def test_a_one_pod_change_reads_one_pod_at_5_and_20_nodes(monkeypatch) -> None:
+    """Every pod reports a device Unhealthy; after one pod changes, the kept counts read that
+    pod and the one written last before it (read again: `synced_at` at or after the kept
+    newest), as many pods at 20 nodes as at 5, where a reading from scratch reads every one."""
+    read: list[int] = []
+    real = Pod.from_db.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Pod], *args: Any) -> Pod:
+        pod = real(cls, *args)
+        read.append(pod.pk)
+        return pod
+
+    monkeypatch.setattr(Pod, "from_db", classmethod(counted))
+    seen: dict[int, tuple[int, int]] = {}
+    for nodes, seed in ((5, 1), (20, 2)):
+        _forget()
+        cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
+        for _ in cluster.pods:
+            cluster.report_unhealthy()
+        read.clear()
+        pool_device_counts()
+        from_scratch = len(read)
+        cluster.report_unhealthy()
+        read.clear()
+        pool_device_counts()
+        seen[nodes] = (from_scratch, len(read))
+        assert _kept_now() == _from_scratch()
+    assert seen[5][1] == seen[20][1] == 2
+    assert seen[20][0] > seen[5][0] > 1
