@@ -29,7 +29,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import reduce
+from operator import or_
 from typing import Any
 
 from django.conf import settings
@@ -89,7 +91,7 @@ def _time(value: Any) -> datetime | None:
     except ValueError:
         return None
     if parsed is not None and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed, timezone.UTC)
+        parsed = timezone.make_aware(parsed, UTC)
     return parsed
 
 
@@ -159,14 +161,26 @@ def _pod_finished_at(pod: Pod) -> tuple[datetime | None, str]:
     return None, "unknown"
 
 
+PodKey = tuple[str, str]
+
+
 @dataclass(frozen=True)
 class _KeptLeaks:
     """Every leak but the unreserved ones, and every allocated claim reserved for nobody (a
-    leak once its `since` is older than the threshold), as of `fingerprint`."""
+    leak once its `since` is older than the threshold), as of `fingerprint`: (what the claim
+    side follows, the Pod table's fingerprint, whether pods are known).
+
+    The pod-based leaks are also kept by the pod they depend on, so that a change of a few
+    pods checks again only the reservations naming them and the claims they own: `reserved`
+    (leak, the reservation's pod) and `owned` (leak, claim pk)."""
 
     fingerprint: tuple[Any, ...]
     unreserved: tuple[Leak, ...]
     others: tuple[Leak, ...]
+    reserved: tuple[tuple[Leak, PodKey], ...] = ()
+    owned: tuple[tuple[Leak, int], ...] = ()
+    in_missing_pools: tuple[Leak, ...] = ()
+    loose_owners: frozenset[int] = frozenset()
 
 
 _lock = threading.Lock()
@@ -206,16 +220,21 @@ def _leaks_at(kept: _KeptLeaks, now: datetime) -> list[Leak]:
         if leak.since is None or (now - leak.since).total_seconds() >= threshold
     ]
     leaks.extend(kept.others)
-    return sorted(leaks, key=lambda leak: (KINDS.index(leak.kind), leak.namespace, leak.claim))
+    # Whole key: leaks kept pod by pod come in another order than a reading from scratch.
+    return sorted(
+        leaks,
+        key=lambda leak: (KINDS.index(leak.kind), leak.namespace, leak.claim, leak.detail),
+    )
 
 
 def _kept_leaks() -> _KeptLeaks:
     global _kept
     # Allocations and reservations are written with their claim, devices with their slice.
     # The threshold is part of each unreserved leak's detail.
+    tables = table_fingerprint(ResourceClaim, ResourceSlice, Pod)
     fingerprint = (
-        *table_fingerprint(ResourceClaim, Pod, ResourceSlice),
-        settings.LEAK_UNRESERVED_SECONDS,
+        (*tables[:6], settings.LEAK_UNRESERVED_SECONDS),
+        tables[6:],
         pods_known(),
     )
     kept = _kept
@@ -225,8 +244,63 @@ def _kept_leaks() -> _KeptLeaks:
     with _lock:
         if _kept is not None and _kept.fingerprint == fingerprint:
             return _kept
-        _kept = _read_leaks(fingerprint)
+        _kept = _pods_changed(_kept, fingerprint) or _read_leaks(fingerprint)
         return _kept
+
+
+# More pods changed than this since the last reading: every leak is read again.
+_FEW_PODS = 200
+
+
+def _pods_changed(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks | None:
+    """The leaks after a change of pods alone, from `kept`: only the reservations naming the
+    pods written since (indexed `synced_at`) and the claims they own are checked again. None
+    when something else moved, a pod was deleted (the row count grew by less than the new
+    rows), or many pods changed: the caller reads everything then."""
+    if kept is None or kept.fingerprint[0] != fingerprint[0] or not fingerprint[2]:
+        return None
+    if kept.fingerprint[2] != fingerprint[2]:
+        return None
+    count, newest, highest = kept.fingerprint[1]
+    since = _time(newest) if isinstance(newest, str) else newest
+    if since is None:
+        return None
+    if timezone.is_naive(since):
+        since = timezone.make_aware(since, UTC)
+    # `gte`: a pod written in the same instant as the kept newest one is read again.
+    changed = list(
+        Pod.objects.filter(synced_at__gte=since).values_list("pk", "namespace", "name")[
+            : _FEW_PODS + 1
+        ]
+    )
+    created = sum(1 for pk, _, _ in changed if pk > (highest or 0))
+    if len(changed) > _FEW_PODS or fingerprint[1][0] != count + created:
+        return None
+    pods = {(namespace, name) for _, namespace, name in changed}
+    if not pods:
+        return replace(kept, fingerprint=fingerprint)
+    near = reduce(or_, (Q(claim__namespace=ns, name=name) for ns, name in pods))
+    reserved = [pair for pair in kept.reserved if pair[1] not in pods]
+    found = list(_reservation_leaks(near))
+    owners = reduce(or_, (Q(namespace=ns, owner_pod=name) for ns, name in pods))
+    checked, owned_found, _ = _owner_leaks(owners, kept.loose_owners)
+    owned = [pair for pair in kept.owned if pair[1] not in checked]
+    with_devices = _with_devices([(leak, claim) for leak, claim, _ in found] + owned_found)
+    reserved += [
+        (leak, pod) for leak, (_, _, pod) in zip(with_devices[: len(found)], found, strict=True)
+    ]
+    owned += [
+        (leak, claim)
+        for leak, (_, claim) in zip(with_devices[len(found) :], owned_found, strict=True)
+    ]
+    others = [leak for leak, _ in reserved] + [leak for leak, _ in owned]
+    return replace(
+        kept,
+        fingerprint=fingerprint,
+        others=(*others, *kept.in_missing_pools),
+        reserved=tuple(reserved),
+        owned=tuple(owned),
+    )
 
 
 def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
@@ -249,16 +323,28 @@ def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
             since_source=source,
         )
         unreserved.append((leak, claim.pk))
-    found: list[tuple[Leak, int]] = []
+    found: list[tuple[Leak, int, PodKey]] = []
+    owned_found: list[tuple[Leak, int]] = []
+    loose_owners: frozenset[int] = frozenset()
     if fingerprint[-1]:  # pods are known
-        found.extend(_reservation_leaks())
-        found.extend(_owner_leaks())
-    with_devices = _with_devices([*unreserved, *found])
-    others = [*with_devices[len(unreserved) :], *_pool_leaks()]
+        found = list(_reservation_leaks())
+        _, owned_found, loose_owners = _owner_leaks()
+    with_devices = _with_devices(
+        [*unreserved, *((leak, claim) for leak, claim, _ in found), *owned_found]
+    )
+    reserved_part = with_devices[len(unreserved) : len(unreserved) + len(found)]
+    owned_part = with_devices[len(unreserved) + len(found) :]
+    in_missing_pools = tuple(_pool_leaks())
     return _KeptLeaks(
         fingerprint=fingerprint,
         unreserved=tuple(with_devices[: len(unreserved)]),
-        others=tuple(others),
+        others=(*reserved_part, *owned_part, *in_missing_pools),
+        reserved=tuple((leak, pod) for leak, (_, _, pod) in zip(reserved_part, found, strict=True)),
+        owned=tuple(
+            (leak, claim) for leak, (_, claim) in zip(owned_part, owned_found, strict=True)
+        ),
+        in_missing_pools=in_missing_pools,
+        loose_owners=loose_owners,
     )
 
 
@@ -275,13 +361,14 @@ def _with_devices(found: list[tuple[Leak, int]]) -> list[Leak]:
     return [replace(leak, devices=tuple(held.get(claim_id, ()))) for leak, claim_id in found]
 
 
-def _reservation_leaks() -> Iterable[tuple[Leak, int]]:
+def _reservation_leaks(scope: Q | None = None) -> Iterable[tuple[Leak, int, PodKey]]:
     # The database matches each reservation with its pod (by the unique namespace and name) and
     # returns only those whose pod is gone, another pod, or finished: a few rows instead of
     # every reservation with an IN list of every pod name (seconds at 5,000 nodes).
     pod = Pod.objects.filter(namespace=OuterRef("claim__namespace"), name=OuterRef("name"))
     suspects = (
         Reservation.objects.filter(resource="pods", api_group="")
+        .filter(scope or Q())
         .annotate(
             pod_pk=Subquery(pod.values("pk")[:1]),
             pod_uid=Subquery(pod.values("uid")[:1]),
@@ -313,7 +400,7 @@ def _reservation_leaks() -> Iterable[tuple[Leak, int]]:
                 since=None,
                 since_source="unknown (pod deletions are not recorded)",
             )
-            yield leak, claim_id
+            yield leak, claim_id, (namespace, pod_name)
         elif pod[2] in FINISHED_PHASES:
             # Few pods have finished while still holding a claim: their objects are read alone.
             finished = Pod.objects.only("pk", "name", "phase", "obj").get(pk=pod[0])
@@ -326,33 +413,41 @@ def _reservation_leaks() -> Iterable[tuple[Leak, int]]:
                 since=since,
                 since_source=source,
             )
-            yield leak, claim_id
+            yield leak, claim_id, (namespace, pod_name)
 
 
-def _owner_leaks() -> Iterable[tuple[Leak, int]]:
+def _owner_leaks(
+    near: Q | None = None, loose: frozenset[int] = frozenset()
+) -> tuple[set[int], list[tuple[Leak, int]], frozenset[int]]:
+    """The claims whose owner pod is gone, with their pks; and the pks of the claims whose
+    owners are not a single pod (`loose`: pods other than their `owner_pod` may decide them).
+
+    With `near` (claims by namespace and owner pod), only those claims and the `loose` ones
+    are checked (returned first); the JSON of every claim is not read then."""
     # The owner references alone, extracted by the database, not whole stored objects; and only
     # of the claims whose first owner is not the pod of that name and uid, found by the
     # database through the pods' unique namespace and name (a claim names its owner pod).
     pod_uid = Pod.objects.filter(namespace=OuterRef("namespace"), name=OuterRef("owner_pod"))
+    claims = ResourceClaim.objects.exclude(owner_pod="").annotate(
+        owner_uid=Subquery(pod_uid.values("uid")[:1]),
+        # As plain text: a JSON key's own lookups would compare with JSON values.
+        first_kind=Cast(KT("raw__metadata__ownerReferences__0__kind"), TextField()),
+        first_uid=Cast(KT("raw__metadata__ownerReferences__0__uid"), TextField()),
+    )
+    # Spelled out rather than excluded: a comparison with a missing pod (NULL) is unknown,
+    # and NOT unknown would drop the very claims whose owner is gone.
+    not_one_pod = (
+        Q(first_kind=None)
+        | Q(first_uid=None)
+        | ~Q(first_kind="Pod")
+        | Q(raw__metadata__ownerReferences__1__kind__isnull=False)
+    )
+    checked: set[int] = set()
+    if near is not None:
+        claims = claims.filter(near | Q(pk__in=sorted(loose)))
+        checked = set(claims.values_list("pk", flat=True))
     owned = list(
-        ResourceClaim.objects.exclude(owner_pod="")
-        .annotate(
-            owner_uid=Subquery(pod_uid.values("uid")[:1]),
-            # As plain text: a JSON key's own lookups would compare with JSON values.
-            first_kind=Cast(KT("raw__metadata__ownerReferences__0__kind"), TextField()),
-            first_uid=Cast(KT("raw__metadata__ownerReferences__0__uid"), TextField()),
-        )
-        # Spelled out rather than excluded: a comparison with a missing pod (NULL) is unknown,
-        # and NOT unknown would drop the very claims whose owner is gone.
-        .filter(
-            Q(owner_uid=None)
-            | Q(first_kind=None)
-            | Q(first_uid=None)
-            | ~Q(first_kind="Pod")
-            | ~Q(first_uid=F("owner_uid"))
-            | Q(raw__metadata__ownerReferences__1__kind__isnull=False)
-        )
-        .values_list(
+        claims.filter(Q(owner_uid=None) | ~Q(first_uid=F("owner_uid")) | not_one_pod).values_list(
             "pk",
             "namespace",
             "name",
@@ -373,7 +468,12 @@ def _owner_leaks() -> Iterable[tuple[Leak, int]]:
     for start in range(0, len(wanted), 500):
         part = wanted[start : start + 500]
         uids.update(Pod.objects.filter(uid__in=part).values_list("uid", flat=True))
+    found: list[tuple[Leak, int]] = []
+    # Every loose claim is among the suspects: a superset of the database's `not_one_pod`.
+    loose_now = set(loose) if near is not None else set()
     for pk, namespace, name, references, deletion in owned:
+        if not _one_pod(references):
+            loose_now.add(pk)
         owners = [
             ref
             for ref in (references if isinstance(references, list) else [])
@@ -394,7 +494,19 @@ def _owner_leaks() -> Iterable[tuple[Leak, int]]:
             if deleting
             else "unknown (pod deletions are not recorded)",
         )
-        yield leak, pk
+        found.append((leak, pk))
+    return checked, found, frozenset(loose_now)
+
+
+def _one_pod(references: Any) -> bool:
+    """Whether the owner references are one pod with a uid (that pod alone decides)."""
+    return (
+        isinstance(references, list)
+        and len(references) == 1
+        and isinstance(references[0], Mapping)
+        and references[0].get("kind") == "Pod"
+        and isinstance(references[0].get("uid"), str)
+    )
 
 
 def _pool_leaks() -> Iterable[Leak]:
