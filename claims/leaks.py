@@ -167,19 +167,21 @@ PodKey = tuple[str, str]
 @dataclass(frozen=True)
 class _KeptLeaks:
     """Every leak but the unreserved ones, and every allocated claim reserved for nobody (a
-    leak once its `since` is older than the threshold), as of `fingerprint`: (what the claim
-    side follows, the Pod table's fingerprint, whether pods are known).
+    leak once its `since` is older than the threshold), as of `fingerprint`: (the claims'
+    table, the slices' with the threshold, the pods', whether pods are known).
 
-    The pod-based leaks are also kept by the pod they depend on, so that a change of a few
-    pods checks again only the reservations naming them and the claims they own: `reserved`
-    (leak, the reservation's pod) and `owned` (leak, claim pk)."""
+    Each leak is also kept with its claim's pk (and a reservation's leak with its pod), so that
+    a change of a few claims or pods checks again only those claims, the reservations naming
+    those pods and the claims they own. `loose_owners`: claims whose owners are not one pod
+    (pods other than their `owner_pod` decide them), checked again on every pod change."""
 
     fingerprint: tuple[Any, ...]
     unreserved: tuple[Leak, ...]
     others: tuple[Leak, ...]
-    reserved: tuple[tuple[Leak, PodKey], ...] = ()
+    unreserved_of: tuple[tuple[Leak, int], ...] = ()
+    reserved: tuple[tuple[Leak, int, PodKey], ...] = ()
     owned: tuple[tuple[Leak, int], ...] = ()
-    in_missing_pools: tuple[Leak, ...] = ()
+    in_missing_pools: tuple[tuple[Leak, int], ...] = ()
     loose_owners: frozenset[int] = frozenset()
 
 
@@ -233,7 +235,8 @@ def _kept_leaks() -> _KeptLeaks:
     # The threshold is part of each unreserved leak's detail.
     tables = table_fingerprint(ResourceClaim, ResourceSlice, Pod)
     fingerprint = (
-        (*tables[:6], settings.LEAK_UNRESERVED_SECONDS),
+        tables[:3],
+        (*tables[3:6], settings.LEAK_UNRESERVED_SECONDS),
         tables[6:],
         pods_known(),
     )
@@ -244,74 +247,115 @@ def _kept_leaks() -> _KeptLeaks:
     with _lock:
         if _kept is not None and _kept.fingerprint == fingerprint:
             return _kept
-        _kept = _pods_changed(_kept, fingerprint) or _read_leaks(fingerprint)
+        _kept = _follow(_kept, fingerprint) or _read_leaks(fingerprint)
         return _kept
 
 
-# More pods changed than this since the last reading: every leak is read again.
-_FEW_PODS = 200
+# More claims and pods changed than this since the last reading: every leak is read again.
+_FEW_CHANGES = 200
 
 
-def _pods_changed(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks | None:
-    """The leaks after a change of pods alone, from `kept`: only the reservations naming the
-    pods written since (indexed `synced_at`) and the claims they own are checked again. None
-    when something else moved, a pod was deleted (the row count grew by less than the new
-    rows), or many pods changed: the caller reads everything then."""
-    if kept is None or kept.fingerprint[0] != fingerprint[0] or not fingerprint[2]:
-        return None
-    if kept.fingerprint[2] != fingerprint[2]:
-        return None
-    count, newest, highest = kept.fingerprint[1]
+def _written_since(
+    model: type[ResourceClaim] | type[Pod], kept: tuple[Any, ...], now: tuple[Any, ...]
+) -> list[tuple[int, str, str]] | None:
+    """pk, namespace and name of the rows written since the `kept` table fingerprint (row
+    count, newest synced_at, highest pk), by the indexed synced_at. None when a row was
+    deleted meanwhile (the count grew by less than the new rows: pks only grow), or too many
+    changed: those are read whole."""
+    if kept == now:
+        return []
+    count, newest, highest = kept
     since = _time(newest) if isinstance(newest, str) else newest
-    if since is None:
+    if not isinstance(since, datetime):
         return None
     if timezone.is_naive(since):
         since = timezone.make_aware(since, UTC)
-    # `gte`: a pod written in the same instant as the kept newest one is read again.
-    changed = list(
-        Pod.objects.filter(synced_at__gte=since).values_list("pk", "namespace", "name")[
-            : _FEW_PODS + 1
-        ]
-    )
+    # `gte`: a row written in the same instant as the kept newest one is read again.
+    rows = model.objects.filter(synced_at__gte=since).order_by()
+    changed = list(rows.values_list("pk", "namespace", "name")[: _FEW_CHANGES + 1])
     created = sum(1 for pk, _, _ in changed if pk > (highest or 0))
-    if len(changed) > _FEW_PODS or fingerprint[1][0] != count + created:
+    if len(changed) > _FEW_CHANGES or now[0] != count + created:
         return None
-    pods = {(namespace, name) for _, namespace, name in changed}
-    if not pods:
-        return replace(kept, fingerprint=fingerprint)
-    near = reduce(or_, (Q(claim__namespace=ns, name=name) for ns, name in pods))
-    reserved = [pair for pair in kept.reserved if pair[1] not in pods]
-    found = list(_reservation_leaks(near))
-    owners = reduce(or_, (Q(namespace=ns, owner_pod=name) for ns, name in pods))
-    checked, owned_found, _ = _owner_leaks(owners, kept.loose_owners)
-    owned = [pair for pair in kept.owned if pair[1] not in checked]
-    with_devices = _with_devices([(leak, claim) for leak, claim, _ in found] + owned_found)
-    reserved += [
-        (leak, pod) for leak, (_, _, pod) in zip(with_devices[: len(found)], found, strict=True)
+    return changed
+
+
+def _follow(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks | None:
+    """The leaks after a change of claims and pods, from `kept`: only the claims written since
+    and the reservations naming the pods written since (and the claims those pods own) are
+    checked again. None when the slices, the threshold or whether pods are known moved, a claim
+    or pod was deleted, or many changed: the caller reads everything then."""
+    if kept is None or kept.fingerprint[1] != fingerprint[1]:
+        return None
+    if kept.fingerprint[3] != fingerprint[3]:
+        return None
+    claims = _written_since(ResourceClaim, kept.fingerprint[0], fingerprint[0])
+    pods = _written_since(Pod, kept.fingerprint[2], fingerprint[2])
+    if claims is None or pods is None or len(claims) + len(pods) > _FEW_CHANGES:
+        return None
+    changed = {pk for pk, _, _ in claims}
+    named = {(namespace, name) for _, namespace, name in pods}
+    nothing = Q(pk__in=[])
+    unreserved = [pair for pair in kept.unreserved_of if pair[1] not in changed]
+    unreserved += _unreserved(Q(pk__in=sorted(changed)))
+    in_missing = [pair for pair in kept.in_missing_pools if pair[1] not in changed]
+    in_missing += _pool_leaks(Q(claim_id__in=sorted(changed)))
+    reserved = [
+        entry for entry in kept.reserved if entry[1] not in changed and entry[2] not in named
     ]
-    owned += [
-        (leak, claim)
-        for leak, (_, claim) in zip(with_devices[len(found) :], owned_found, strict=True)
-    ]
-    others = [leak for leak, _ in reserved] + [leak for leak, _ in owned]
-    return replace(
-        kept,
+    owned: list[tuple[Leak, int]] = list(kept.owned)
+    loose = kept.loose_owners - changed
+    if fingerprint[3]:  # pods are known
+        near_pods = reduce(or_, (Q(claim__namespace=ns, name=name) for ns, name in named), nothing)
+        found = list(_reservation_leaks(near_pods | Q(claim_id__in=sorted(changed))))
+        owners = reduce(or_, (Q(namespace=ns, owner_pod=name) for ns, name in named), nothing)
+        checked, owned_found, loose = _owner_leaks(owners | Q(pk__in=sorted(changed)), loose)
+        owned = [pair for pair in owned if pair[1] not in checked]
+        with_devices = _with_devices([(leak, claim) for leak, claim, _ in found] + owned_found)
+        reserved += [
+            (leak, claim, pod)
+            for leak, (_, claim, pod) in zip(with_devices[: len(found)], found, strict=True)
+        ]
+        owned += [
+            (leak, claim)
+            for leak, (_, claim) in zip(with_devices[len(found) :], owned_found, strict=True)
+        ]
+    return _kept_from(fingerprint, unreserved, reserved, owned, in_missing, loose)
+
+
+def _kept_from(
+    fingerprint: tuple[Any, ...],
+    unreserved: list[tuple[Leak, int]],
+    reserved: list[tuple[Leak, int, PodKey]],
+    owned: list[tuple[Leak, int]],
+    in_missing_pools: list[tuple[Leak, int]],
+    loose_owners: frozenset[int],
+) -> _KeptLeaks:
+    return _KeptLeaks(
         fingerprint=fingerprint,
-        others=(*others, *kept.in_missing_pools),
+        unreserved=tuple(leak for leak, _ in unreserved),
+        others=(
+            *(leak for leak, _, _ in reserved),
+            *(leak for leak, _ in owned),
+            *(leak for leak, _ in in_missing_pools),
+        ),
+        unreserved_of=tuple(unreserved),
         reserved=tuple(reserved),
         owned=tuple(owned),
+        in_missing_pools=tuple(in_missing_pools),
+        loose_owners=loose_owners,
     )
 
 
-def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
-    """Read only the columns each check needs: at 1,000 nodes, decoding every claim's and pod's
-    stored objects to find a few dozen leaks took seconds."""
+def _unreserved(scope: Q | None = None) -> list[tuple[Leak, int]]:
+    """Allocated claims (of `scope`) reserved for nobody, with the devices they hold."""
     threshold = settings.LEAK_UNRESERVED_SECONDS
     allocated = ResourceClaim.objects.exclude(state=ClaimState.PENDING).filter(
         allocated_count__gt=0
     )
     unreserved: list[tuple[Leak, int]] = []
     unreserved_claims = allocated.exclude(Exists(Reservation.objects.filter(claim=OuterRef("pk"))))
+    if scope is not None:
+        unreserved_claims = unreserved_claims.filter(scope)
     for claim in unreserved_claims.only("pk", "namespace", "name", "created_at", "raw", "obj"):
         since, source = unreserved_since(claim)
         leak = Leak(
@@ -323,29 +367,28 @@ def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
             since_source=source,
         )
         unreserved.append((leak, claim.pk))
-    found: list[tuple[Leak, int, PodKey]] = []
-    owned_found: list[tuple[Leak, int]] = []
-    loose_owners: frozenset[int] = frozenset()
+    return list(zip(_with_devices(unreserved), (pk for _, pk in unreserved), strict=True))
+
+
+def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
+    """Read only the columns each check needs: at 1,000 nodes, decoding every claim's and pod's
+    stored objects to find a few dozen leaks took seconds."""
+    reserved: list[tuple[Leak, int, PodKey]] = []
+    owned: list[tuple[Leak, int]] = []
+    loose: frozenset[int] = frozenset()
     if fingerprint[-1]:  # pods are known
         found = list(_reservation_leaks())
-        _, owned_found, loose_owners = _owner_leaks()
-    with_devices = _with_devices(
-        [*unreserved, *((leak, claim) for leak, claim, _ in found), *owned_found]
-    )
-    reserved_part = with_devices[len(unreserved) : len(unreserved) + len(found)]
-    owned_part = with_devices[len(unreserved) + len(found) :]
-    in_missing_pools = tuple(_pool_leaks())
-    return _KeptLeaks(
-        fingerprint=fingerprint,
-        unreserved=tuple(with_devices[: len(unreserved)]),
-        others=(*reserved_part, *owned_part, *in_missing_pools),
-        reserved=tuple((leak, pod) for leak, (_, _, pod) in zip(reserved_part, found, strict=True)),
-        owned=tuple(
-            (leak, claim) for leak, (_, claim) in zip(owned_part, owned_found, strict=True)
-        ),
-        in_missing_pools=in_missing_pools,
-        loose_owners=loose_owners,
-    )
+        _, owned_found, loose = _owner_leaks()
+        with_devices = _with_devices([(leak, claim) for leak, claim, _ in found] + owned_found)
+        reserved = [
+            (leak, claim, pod)
+            for leak, (_, claim, pod) in zip(with_devices[: len(found)], found, strict=True)
+        ]
+        owned = [
+            (leak, claim)
+            for leak, (_, claim) in zip(with_devices[len(found) :], owned_found, strict=True)
+        ]
+    return _kept_from(fingerprint, _unreserved(), reserved, owned, _pool_leaks(), loose)
 
 
 def _with_devices(found: list[tuple[Leak, int]]) -> list[Leak]:
@@ -509,12 +552,14 @@ def _one_pod(references: Any) -> bool:
     )
 
 
-def _pool_leaks() -> Iterable[Leak]:
+def _pool_leaks(scope: Q | None = None) -> list[tuple[Leak, int]]:
+    """Claims (of `scope`) holding devices of pools with no current devices, with their pks."""
     present = Device.objects.filter(
         current=True, driver=OuterRef("driver"), pool_name=OuterRef("pool")
     )
     orphans = (
-        AllocatedDevice.objects.exclude(Exists(present))
+        AllocatedDevice.objects.filter(scope or Q())
+        .exclude(Exists(present))
         .select_related("claim")
         .only("claim_id", "driver", "pool", "device", "claim__namespace", "claim__name")
         .order_by("claim__namespace", "claim__name", "driver", "pool", "device")
@@ -522,10 +567,11 @@ def _pool_leaks() -> Iterable[Leak]:
     by_claim: dict[int, list[AllocatedDevice]] = {}
     for entry in orphans:
         by_claim.setdefault(entry.claim_id, []).append(entry)
-    for entries in by_claim.values():
+    found = []
+    for claim_id, entries in by_claim.items():
         claim = entries[0].claim
         pools = sorted({f"{e.driver}/{e.pool}" for e in entries})
-        yield Leak(
+        leak = Leak(
             kind="device-in-missing-pool",
             namespace=claim.namespace,
             claim=claim.name,
@@ -534,6 +580,8 @@ def _pool_leaks() -> Iterable[Leak]:
             since_source="unknown (slice deletions are not recorded)",
             devices=tuple(e.key for e in entries),
         )
+        found.append((leak, claim_id))
+    return found
 
 
 def leak_report(
