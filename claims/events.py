@@ -89,6 +89,7 @@ def _deleted(rows: QuerySet[Event], result: BatchResult) -> None:
     for part in chunks(pks):
         Event.objects.filter(pk__in=part).delete()
     result.touch("events", *pks)
+    result.trimmed += len(pks)
 
 
 def trim_events(

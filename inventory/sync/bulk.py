@@ -267,6 +267,7 @@ class BatchWriter:
                     kind=self.handler.kind, namespace=key[0], name=key[1]
                 ).delete()
                 skipped.discard(key)
+                self.result.unskipped += 1
 
 
 def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -> None:
@@ -299,6 +300,7 @@ def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -
         _remove_recreated(handler, creates, result)
         rows = [new_row(model, uid=item.uid, **item.columns) for item in creates]
         insert_rows(model, rows, returning=("uid",))
+        result.created += len(rows)
         written.extend(Written(row, item, True) for row, item in zip(rows, creates, strict=True))
     if updates:
         now = timezone.now()

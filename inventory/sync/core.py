@@ -42,8 +42,15 @@ class BatchResult:
     """What a batch did: counts, skipped objects and changed ids per live-update topic."""
 
     upserted: int = 0
+    # Of the upserted, rows that did not exist: with `deleted`, `unskipped` and `trimmed`,
+    # whether the stored counts can have moved (most batches only update rows).
+    created: int = 0
     unchanged: int = 0
     deleted: int = 0
+    # Skip records removed because their objects are stored now.
+    unskipped: int = 0
+    # Rows a handler removed to keep its kind within bounds (events past their count or age).
+    trimmed: int = 0
     # States replaced by a later state of the same object in the same batch, never written.
     superseded: int = 0
     skipped: list[str] = field(default_factory=list)
@@ -55,8 +62,11 @@ class BatchResult:
 
     def merge(self, other: BatchResult) -> None:
         self.upserted += other.upserted
+        self.created += other.created
         self.unchanged += other.unchanged
         self.deleted += other.deleted
+        self.unskipped += other.unskipped
+        self.trimmed += other.trimmed
         self.superseded += other.superseded
         self.skipped.extend(other.skipped)
         for topic, ids in other.changed.items():

@@ -36,3 +36,38 @@ def test_heartbeats_and_lost_rows_publish_nothing(published) -> None:
     state.record_error("Node", watcher="someone-else", message="x")
     assert published == []
     assert SyncState.objects.get(kind="Node").last_error == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stored_counts_are_read_again_only_when_rows_come_or_go(published) -> None:
+    """A batch that only updates objects leaves the stored count alone without counting the
+    table; a batch that creates or deletes one counts it again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from inventory.sync.watch import DatabaseSink
+
+    def node(name: str, rv: str, **labels: str) -> dict:
+        meta = {"name": name, "uid": f"uid-{name}", "resourceVersion": rv, "labels": labels}
+        return {"apiVersion": "v1", "kind": "Node", "metadata": meta}
+
+    def counted() -> list[str]:
+        return [
+            q["sql"]
+            for q in queries
+            if 'SELECT COUNT(*) AS "__count" FROM "inventory_node"' in q["sql"]
+        ]
+
+    sink = DatabaseSink("Node", watcher="w1")
+    sink.open()
+    with CaptureQueriesContext(connection) as queries:
+        sink.apply(
+            [("ADDED", node("a", "1")), ("ADDED", node("b", "2"))], resource_version="2", rate=0
+        )
+    assert counted() and SyncState.objects.get(kind="Node").object_count == 2
+    with CaptureQueriesContext(connection) as queries:
+        sink.apply([("MODIFIED", node("a", "3", team="ml"))], resource_version="3", rate=0)
+    assert not counted() and SyncState.objects.get(kind="Node").object_count == 2
+    with CaptureQueriesContext(connection) as queries:
+        sink.apply([("DELETED", node("b", "4"))], resource_version="4", rate=0)
+    assert counted() and SyncState.objects.get(kind="Node").object_count == 1
