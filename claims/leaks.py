@@ -42,7 +42,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from claims.choices import ClaimState
-from claims.devices.classes import table_fingerprint
+from claims.devices.classes import table_fingerprint, written_since
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
 from inventory.choices import Kind
 from inventory.models import Device, ResourceSlice, SyncState
@@ -255,30 +255,6 @@ def _kept_leaks() -> _KeptLeaks:
 _FEW_CHANGES = 200
 
 
-def _written_since(
-    model: type[ResourceClaim] | type[Pod], kept: tuple[Any, ...], now: tuple[Any, ...]
-) -> list[tuple[int, str, str]] | None:
-    """pk, namespace and name of the rows written since the `kept` table fingerprint (row
-    count, newest synced_at, highest pk), by the indexed synced_at. None when a row was
-    deleted meanwhile (the count grew by less than the new rows: pks only grow), or too many
-    changed: those are read whole."""
-    if kept == now:
-        return []
-    count, newest, highest = kept
-    since = _time(newest) if isinstance(newest, str) else newest
-    if not isinstance(since, datetime):
-        return None
-    if timezone.is_naive(since):
-        since = timezone.make_aware(since, UTC)
-    # `gte`: a row written in the same instant as the kept newest one is read again.
-    rows = model.objects.filter(synced_at__gte=since).order_by()
-    changed = list(rows.values_list("pk", "namespace", "name")[: _FEW_CHANGES + 1])
-    created = sum(1 for pk, _, _ in changed if pk > (highest or 0))
-    if len(changed) > _FEW_CHANGES or now[0] != count + created:
-        return None
-    return changed
-
-
 def _follow(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks | None:
     """The leaks after a change of claims and pods, from `kept`: only the claims written since
     and the reservations naming the pods written since (and the claims those pods own) are
@@ -288,8 +264,8 @@ def _follow(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks
         return None
     if kept.fingerprint[3] != fingerprint[3]:
         return None
-    claims = _written_since(ResourceClaim, kept.fingerprint[0], fingerprint[0])
-    pods = _written_since(Pod, kept.fingerprint[2], fingerprint[2])
+    claims = written_since(ResourceClaim, kept.fingerprint[0], fingerprint[0], limit=_FEW_CHANGES)
+    pods = written_since(Pod, kept.fingerprint[2], fingerprint[2], limit=_FEW_CHANGES)
     if claims is None or pods is None or len(claims) + len(pods) > _FEW_CHANGES:
         return None
     changed = {pk for pk, _, _ in claims}

@@ -23,12 +23,15 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
 from django.db import connection
 from django.db.models import BooleanField, Exists, Model, Q, TextField, Value
 from django.db.models.functions import Cast
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from claims.devices.states import json_text, rule_taints
 from claims.models import AllocatedDevice, ResourceClaim
@@ -45,6 +48,7 @@ __all__ = [
     "forget_membership",
     "held_and_tainted",
     "table_fingerprint",
+    "written_since",
 ]
 
 CLASS_METHOD = (
@@ -412,3 +416,28 @@ def class_utilisation(
             }
         )
     return {"method": CLASS_METHOD, "classes": entries}
+
+
+def written_since(
+    model: type[Model], kept: Fingerprint, now: Fingerprint, *, limit: int
+) -> list[tuple[int, str, str]] | None:
+    """pk, namespace and name of the rows of a namespaced `model` written since its table's `kept`
+    fingerprint (`table_fingerprint`: row count, newest synced_at, highest pk), found by the
+    indexed synced_at. None when a row was deleted meanwhile (the count grew by less than the
+    new rows; pks only grow) or more than `limit` changed: then the caller reads the table."""
+    if kept == now:
+        return []
+    count, newest, highest = kept
+    since = parse_datetime(newest) if isinstance(newest, str) else newest
+    if not isinstance(since, datetime):
+        return None
+    if timezone.is_naive(since):
+        # SQLite's MAX(synced_at) is text, in UTC.
+        since = timezone.make_aware(since, UTC)
+    # `gte`: a row written in the same instant as the kept newest one is read again.
+    rows = model._default_manager.filter(synced_at__gte=since).order_by()
+    changed = list(rows.values_list("pk", "namespace", "name")[: limit + 1])
+    created = sum(1 for pk, _, _ in changed if pk > (highest or 0))
+    if len(changed) > limit or now[0] != count + created:
+        return None
+    return changed

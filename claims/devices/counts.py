@@ -12,7 +12,6 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
 from typing import Any
@@ -32,8 +31,6 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Coalesce
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from claims.devices.availability import overdrawn_consumers, unit_index, warm_units
 from claims.devices.classes import (
@@ -41,6 +38,7 @@ from claims.devices.classes import (
     class_membership,
     held_and_tainted,
     table_fingerprint,
+    written_since,
 )
 from claims.devices.health import unhealthy_keys_of
 from claims.devices.states import (
@@ -108,6 +106,8 @@ class _ClaimSide:
     fingerprint: tuple[Any, ...]
     counts: Mapping[PoolKey, Mapping[str, int]]
     flagged: frozenset[DeviceKey]
+    # Per claim, the pools its allocations name: what a change of the claim may move.
+    pools_of: Mapping[int, frozenset[PoolKey]]
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
     membership = class_membership()
     # One round trip for the three tables; each side follows its own.
     tables = table_fingerprint(ResourceClaim, DeviceTaintRule, Pod)
-    claim_fingerprint = (membership.fingerprint, *tables[:6])
+    claim_fingerprint = (membership.fingerprint, tables[3:6], tables[:3])
     pod_fingerprint = tables[6:]
     fingerprint = (claim_fingerprint, pod_fingerprint)
     kept = _kept
@@ -164,13 +164,9 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
             return _kept
         devices = Device.objects.filter(current=True)
         rules = _effective_rules()
-        side = _claim_side
-        if side is None or side.fingerprint != claim_fingerprint:
-            side = _claim_side = _ClaimSide(
-                fingerprint=claim_fingerprint,
-                counts=_compute_counts(holds=holds, rules=rules),
-                flagged=frozenset(_flagged_keys(devices, rules=rules)),
-            )
+        side = _claim_side = _claim_side_at(
+            claim_fingerprint, _claim_side, holds=holds, rules=rules
+        )
         _reports = _pod_reports(pod_fingerprint, _reports)
         unhealthy = set(side.flagged)
         unhealthy.update(_present(devices, _reports))
@@ -185,37 +181,86 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
         return _kept
 
 
-def _since(value: Any) -> datetime | None:
-    """A `synced_at` as the fingerprint's raw query returned it (SQLite: text, in UTC)."""
-    if isinstance(value, str):
-        value = parse_datetime(value)
-    if isinstance(value, datetime) and timezone.is_naive(value):
-        value = timezone.make_aware(value, UTC)
-    return value if isinstance(value, datetime) else None
+# More claims or pods changed than this since the last computation: it is done whole.
+_FEW_CHANGES = 200
+
+
+def _claim_side_at(
+    fingerprint: tuple[Any, ...],
+    kept: _ClaimSide | None,
+    *,
+    holds: Holds | None,
+    rules: list[DeviceTaintRule],
+) -> _ClaimSide:
+    """The claim side as of `fingerprint`. When only claims moved since `kept` (none deleted,
+    few written), only the pools the written claims held before or hold now are counted again,
+    and `blocked` (the counters of every pool, from the kept units and holds) over all pools;
+    else everything."""
+    if kept is not None and kept.fingerprint == fingerprint:
+        return kept
+    devices = Device.objects.filter(current=True)
+    changed = None
+    if kept is not None and kept.fingerprint[:2] == fingerprint[:2]:
+        changed = written_since(
+            ResourceClaim, kept.fingerprint[2], fingerprint[2], limit=_FEW_CHANGES
+        )
+    if kept is None or changed is None:
+        return _ClaimSide(
+            fingerprint=fingerprint,
+            counts=_compute_counts(holds=holds, rules=rules),
+            flagged=frozenset(_flagged_keys(devices, rules=rules)),
+            pools_of=_pools_held(None),
+        )
+    claims = {pk for pk, _, _ in changed}
+    now = _pools_held(claims)
+    pools_of = {pk: pools for pk, pools in kept.pools_of.items() if pk not in claims}
+    pools_of.update(now)
+    touched = set().union(*(kept.pools_of.get(pk, ()) for pk in claims), *now.values())
+    counts = {key: dict(entry) for key, entry in kept.counts.items() if key not in touched}
+    if touched:
+        counts.update(_compute_counts(holds=holds, rules=rules, pools=touched))
+    for entry in counts.values():
+        entry["blocked"] = 0
+    _count_blocked(counts, holds=holds)
+    return _ClaimSide(
+        fingerprint=fingerprint,
+        counts=counts,
+        flagged=frozenset(_flagged_keys(devices, rules=rules)),
+        pools_of=pools_of,
+    )
+
+
+def _pools_held(claims: set[int] | None) -> dict[int, frozenset[PoolKey]]:
+    """Per claim (of `claims`, or every one), the pools its allocations name."""
+    entries = AllocatedDevice.objects.order_by()
+    if claims is not None:
+        entries = entries.filter(claim_id__in=sorted(claims))
+    pools: dict[int, set[PoolKey]] = defaultdict(set)
+    for claim, driver, pool in entries.values_list("claim_id", "driver", "pool").distinct():
+        pools[claim].add((driver, pool))
+    return {claim: frozenset(held) for claim, held in pools.items()}
 
 
 def _pod_reports(fingerprint: tuple[Any, ...], kept: _PodReports | None) -> _PodReports:
     """The pods' Unhealthy reports as of `fingerprint`. From `kept`, only the pods written
-    since its newest `synced_at` are read (indexed), when no pod was deleted meanwhile: the
-    row count grew by exactly the new rows among them (pks only grow). Else every reporting
-    pod is read."""
+    since are read (`written_since`), when none was deleted and few changed; else every
+    reporting pod is read."""
     if kept is not None and kept.fingerprint == fingerprint:
         return kept
     fields = ("pk", "phase", "resource_health")
-    since = _since(kept.fingerprint[1]) if kept is not None else None
-    if kept is not None and since is not None:
-        # `gte`: a pod written in the same instant as the kept newest one is read again.
-        changed = list(Pod.objects.filter(synced_at__gte=since).only(*fields))
-        created = sum(1 for pod in changed if pod.pk > (kept.fingerprint[2] or 0))
-        if fingerprint[0] == kept.fingerprint[0] + created:
-            keys = dict(kept.keys)
-            for pod in changed:
-                found = unhealthy_keys_of(pod)
-                if found:
-                    keys[pod.pk] = found
-                else:
-                    keys.pop(pod.pk, None)
-            return _PodReports(fingerprint=fingerprint, keys=keys)
+    changed = None
+    if kept is not None:
+        changed = written_since(Pod, kept.fingerprint, fingerprint, limit=_FEW_CHANGES)
+    if kept is not None and changed is not None:
+        keys = dict(kept.keys)
+        pks = sorted(pk for pk, _, _ in changed)
+        for pod in Pod.objects.filter(pk__in=pks).only(*fields):
+            found = unhealthy_keys_of(pod)
+            if found:
+                keys[pod.pk] = found
+            else:
+                keys.pop(pod.pk, None)
+        return _PodReports(fingerprint=fingerprint, keys=keys)
     reporting = Pod.objects.exclude(resource_health=[]).only(*fields)
     found_keys = {pod.pk: unhealthy_keys_of(pod) for pod in reporting}
     return _PodReports(
@@ -325,10 +370,20 @@ def _compute_counts(
     *,
     holds: Holds | None,
     rules: list[DeviceTaintRule],
+    pools: set[PoolKey] | None = None,
 ) -> dict[tuple[str, str], dict[str, int]]:
     """Grouped queries counted from the allocation side, so the number of queries and the
-    per-row work stay flat as devices grow."""
+    per-row work stay flat as devices grow; of the few `pools` only, when given (then without
+    `blocked`, which the caller counts over every pool)."""
     current = devices = Device.objects.filter(current=True)
+    allocations = AllocatedDevice.objects.all()
+    if pools is not None:
+        devices = devices.filter(
+            reduce(or_, (Q(driver=d, pool_name=p) for d, p in sorted(pools)), Q(pk__in=[]))
+        )
+        allocations = allocations.filter(
+            reduce(or_, (Q(driver=d, pool=p) for d, p in sorted(pools)), Q(pk__in=[]))
+        )
     # The few rules become a static condition: a rule subquery per device costs far more.
     tainted = reduce(or_, (_rule_match(rule) for rule in rules), Q(tainted=True))
     counts: dict[tuple[str, str], dict[str, int]] = defaultdict(
@@ -354,7 +409,7 @@ def _compute_counts(
     )
     # Counted from the allocation side: thousands of allocations, not tens of thousands of
     # devices each asking whether it is allocated.
-    allocations = AllocatedDevice.objects.filter(Exists(named))
+    allocations = allocations.filter(Exists(named))
     held = (
         allocations.order_by()
         .values("driver", "pool")
@@ -381,7 +436,8 @@ def _compute_counts(
         entry["admin"] = row["admin"]
     for entry in counts.values():
         entry["free"] = entry["total"] - entry["allocated"] - entry["tainted"]
-    _count_blocked(counts, holds=holds)
+    if pools is None:
+        _count_blocked(counts, holds=holds)
     return dict(counts)
 
 
