@@ -301,3 +301,37 @@ def test_a_one_pod_change_checks_its_own_leaks_at_5_and_20_nodes(monkeypatch) ->
         assert _kept_now() == _from_scratch()
     assert seen[5][1] == seen[20][1] <= 2
     assert seen[20][0] > seen[5][0] > 2
+
+
+@pytest.mark.django_db
+def test_a_one_claim_change_counts_its_pools_again_at_5_and_20_nodes(monkeypatch) -> None:
+    """After one claim is released, the kept counts count again only the pools it held (the
+    grouped queries are scoped to them), at 20 nodes as at 5; and equal a count from scratch."""
+    scoped: list[int | None] = []
+    real = counts._compute_counts
+
+    def counted(**kwargs: Any) -> Any:
+        pools = kwargs.get("pools")
+        scoped.append(None if pools is None else len(pools))
+        return real(**kwargs)
+
+    monkeypatch.setattr(counts, "_compute_counts", counted)
+    seen: dict[int, list[int | None]] = {}
+    for nodes, seed in ((5, 1), (20, 2)):
+        _forget()
+        cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
+        pool_device_counts()
+        name = sorted(cluster.allocated)[0]
+        held = {
+            (result["driver"], result["pool"])
+            for result in cluster.allocated[name]["status"]["allocation"]["devices"]["results"]
+        }
+        released = copy.deepcopy(cluster.claims[name])
+        released["status"] = {}
+        scoped.clear()
+        cluster._write("ResourceClaim", released)
+        pool_device_counts()
+        seen[nodes] = list(scoped)
+        assert scoped == [len(held)]
+        assert _kept_now() == _from_scratch()
+    assert seen[5] == seen[20] == [1]
