@@ -22,6 +22,11 @@ Four kinds, each with when it began (`since`) and where that time comes from (`s
 
 Pod-based kinds are only reported when pods are known (a Pod sync has listed, or pods are
 stored), else every reservation would look leaked.
+
+The leaks are kept in process memory with the claim (and pod) each is about: after a change of
+claims or pods, only the claims written since, the reservations naming the pods written since
+and the claims those pods own are checked again (`_follow`); a deletion, a slice change or many
+changes read everything.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ each state means).
 Every pool's counts are computed at once and kept in process memory until the slices, classes,
 claims, DeviceTaintRules or pods move (`_kept_counts`, one small query says whether they did), so
 the overview, pool-status and the per-pool metrics read 10,000 pools' counts without reading
-100,000 devices; a web process computes them at start (`warm_counts`)."""
+100,000 devices; a web process computes them at start (`warm_counts`). A change then costs what
+it touched: the pods written since are read for their health reports alone, and the claims
+written since have only the pools they held or hold counted again (`written_since`, by the
+indexed synced_at); a deletion, or a slice, class or taint rule change, counts everything."""
 
 from __future__ import annotations
 
