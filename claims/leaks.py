@@ -273,8 +273,8 @@ def _follow(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks
     pods = written_since(Pod, kept.fingerprint[2], fingerprint[2], limit=_FEW_CHANGES)
     if claims is None or pods is None or len(claims) + len(pods) > _FEW_CHANGES:
         return None
-    changed = {pk for pk, _, _ in claims}
-    named = {(namespace, name) for _, namespace, name in pods}
+    changed = {claim.pk for claim in claims}
+    named = {(pod.namespace, pod.name) for pod in pods}
     nothing = Q(pk__in=[])
     unreserved = [pair for pair in kept.unreserved_of if pair[1] not in changed]
     unreserved += _unreserved(Q(pk__in=sorted(changed)))

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.models import BooleanField, Exists, Model, Q, TextField, Value
@@ -58,6 +58,7 @@ CLASS_METHOD = (
 )
 
 DeviceKey = tuple[str, str, str]
+M = TypeVar("M", bound=Model)
 Fingerprint = tuple[Any, ...]
 # Device pks held (non admin-access), held by admin-access allocations only, and tainted.
 Holds = tuple[set[int], set[int], set[int]]
@@ -419,15 +420,18 @@ def class_utilisation(
 
 
 def written_since(
-    model: type[Model], kept: Fingerprint, now: Fingerprint, *, limit: int
-) -> list[tuple[int, str, str]] | None:
-    """pk, namespace and name of the rows of a namespaced `model` written since its table's `kept`
-    fingerprint (`table_fingerprint`: row count, newest synced_at, highest pk), found by the
-    indexed synced_at. None when a row was deleted meanwhile (the count grew by less than the
-    new rows; pks only grow) or more than `limit` changed: then the caller reads the table."""
+    model: type[M], kept: Fingerprint, now: Fingerprint, *, limit: int, fields: tuple[str, ...] = ()
+) -> list[M] | None:
+    """The rows of a namespaced `model` written since its table's `kept` fingerprint
+    (`table_fingerprint`: row count, newest synced_at, highest pk), found by the indexed
+    synced_at, with pk, namespace, name and `fields` read. None when a row was deleted meanwhile
+    (the count grew by less than the new rows; pks only grow) or more than `limit` changed: then
+    the caller reads the table."""
     if kept == now:
         return []
     count, newest, highest = kept
+    if not 0 <= now[0] - count <= limit:  # rows deleted, or many created: no need to look
+        return None
     since = parse_datetime(newest) if isinstance(newest, str) else newest
     if not isinstance(since, datetime):
         return None
@@ -436,8 +440,8 @@ def written_since(
         since = timezone.make_aware(since, UTC)
     # `gte`: a row written in the same instant as the kept newest one is read again.
     rows = model._default_manager.filter(synced_at__gte=since).order_by()
-    changed = list(rows.values_list("pk", "namespace", "name")[: limit + 1])
-    created = sum(1 for pk, _, _ in changed if pk > (highest or 0))
+    changed = list(rows.only("pk", "namespace", "name", *fields)[: limit + 1])
+    created = sum(1 for row in changed if row.pk > (highest or 0))
     if len(changed) > limit or now[0] != count + created:
         return None
     return changed

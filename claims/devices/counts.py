@@ -214,7 +214,7 @@ def _claim_side_at(
             flagged=frozenset(_flagged_keys(devices, rules=rules)),
             pools_of=_pools_held(None),
         )
-    claims = {pk for pk, _, _ in changed}
+    claims = {claim.pk for claim in changed}
     now = _pools_held(claims)
     pools_of = {pk: pools for pk, pools in kept.pools_of.items() if pk not in claims}
     pools_of.update(now)
@@ -253,11 +253,12 @@ def _pod_reports(fingerprint: tuple[Any, ...], kept: _PodReports | None) -> _Pod
     fields = ("pk", "phase", "resource_health")
     changed = None
     if kept is not None:
-        changed = written_since(Pod, kept.fingerprint, fingerprint, limit=_FEW_CHANGES)
+        changed = written_since(
+            Pod, kept.fingerprint, fingerprint, limit=_FEW_CHANGES, fields=fields
+        )
     if kept is not None and changed is not None:
         keys = dict(kept.keys)
-        pks = sorted(pk for pk, _, _ in changed)
-        for pod in Pod.objects.filter(pk__in=pks).only(*fields):
+        for pod in changed:
             found = unhealthy_keys_of(pod)
             if found:
                 keys[pod.pk] = found
