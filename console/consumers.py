@@ -17,7 +17,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from claims.whatif.jobs import job_owner, owner_of
-from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders, visible_ids
+from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders, shared_visible_ids
 from dashboard.live import ChangedEvent, group_name
 from dashboard.registry import live_topics
 from inventory.visibility import NOTHING, Visibility, visibility_of_user
@@ -118,7 +118,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
                 return
             event = {**event, "ids": ids}
         elif not self.seen.everything:
-            ids = await database_sync_to_async(visible_ids)(event["topic"], ids, self.seen)
+            ids = await shared_visible_ids(event, ids, self.seen)
             if not ids:
                 return
             event = {**event, "ids": ids}

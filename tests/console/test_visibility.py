@@ -483,6 +483,55 @@ async def test_generic_topics_carry_only_visible_ids(cluster: FakeApiServer) -> 
         await sync_to_async(connections.close_all)()
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_one_event_is_filtered_once_for_pages_of_one_visibility(
+    cluster: FakeApiServer, monkeypatch
+) -> None:
+    """Three open pages of alice's hear of her claim from one event; its ids were filtered for
+    her visibility once, not once per page."""
+    from console import live
+
+    def setup() -> tuple[list[tuple[bytes, bytes]], int]:
+        store(
+            Kind.NAMESPACE,
+            *(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "uid": n}}
+                for n in TEAMS
+            ),
+        )
+        create(
+            claim_object("anvil-one", namespace="team-a"),
+            claim_object("bravo-one", namespace="team-b"),
+        )
+        ids = dict(ResourceClaim.objects.values_list("name", "pk"))
+        return session_headers(person("alice", "team-a")), ids["anvil-one"]
+
+    filtered: list[str] = []
+    original = live.visible_ids
+
+    def counting(group: str, ids: list[str], seen: Any) -> list[str]:
+        filtered.append(group)
+        return original(group, ids, seen)
+
+    monkeypatch.setattr(live, "visible_ids", counting)
+    headers, mine = await sync_to_async(setup)()
+    try:
+        sockets = []
+        for _ in range(3):
+            socket, connected = await connect("/ws/live/?topics=claims", headers)
+            assert connected
+            sockets.append(socket)
+        await sync_to_async(send_now)({"claims": [str(mine)]})
+        for socket in sockets:
+            message = await socket.receive_json_from(timeout=5)
+            assert message["ids"] == [str(mine)]
+        assert filtered == ["claims"]
+        for socket in sockets:
+            await socket.disconnect()
+    finally:
+        await sync_to_async(connections.close_all)()
+
+
 def test_overview_counts_and_token_api_are_scoped(teams: dict[str, Any]) -> None:
     """The overview counts alice's pending claims only (an admin counts both teams'); a DRF
     token of bob's lists bob's claims only."""
