@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import BooleanField, Exists, Model, Q, TextField, Value
+from django.db.models import BooleanField, Exists, IntegerField, Model, Q, TextField, Value
 from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -324,55 +324,109 @@ def _taint_rules_match() -> Q:
     return Q(Exists(rule_taints()))
 
 
-_holds: tuple[Fingerprint, Holds] | None = None
+@dataclass(frozen=True)
+class _KeptHolds:
+    """The holds as of `fingerprint` (membership, taint rules, claims), and per claim the device
+    pks its allocations hold (non admin-access, admin-access), for following claim changes."""
+
+    fingerprint: Fingerprint
+    holds: Holds
+    by_claim: Mapping[int, tuple[frozenset[int], frozenset[int]]]
+
+
+_holds: _KeptHolds | None = None
+# More claims changed than this since the holds were read: they are read whole.
+_FEW_CLAIMS = 200
 
 
 def _holds_fingerprint(membership: ClassMembership) -> Fingerprint:
-    """What the holds follow: the slices and classes (devices' own taints), the claims (every
-    allocation is written with its claim, and goes with it) and the DeviceTaintRules."""
-    return (membership.fingerprint, *table_fingerprint(ResourceClaim, DeviceTaintRule))
+    """What the holds follow: the slices and classes (devices' own taints), the DeviceTaintRules
+    and the claims (every allocation is written with its claim, and goes with it)."""
+    tables = table_fingerprint(ResourceClaim, DeviceTaintRule)
+    return (membership.fingerprint, tables[3:], tables[:3])
 
 
 def held_and_tainted(membership: ClassMembership) -> Holds:
     """Device pks held (non admin-access), held by admin-access allocations only, and tainted:
     read once, they serve both the device counts and the units of a page, and kept until a
-    claim, a taint rule or the membership changes (one small query says whether one did)."""
+    claim, a taint rule or the membership changes (one small query says whether one did).
+    When only claims changed, only the allocations of the claims written since are read."""
     global _holds
     fingerprint = _holds_fingerprint(membership)
     kept = _holds
-    if kept is None or kept[0] != fingerprint:
-        kept = _holds = (fingerprint, _read_holds(membership))
-    held, admin, tainted = kept[1]
+    if kept is None or kept.fingerprint != fingerprint:
+        kept = _holds = _follow_claims(kept, fingerprint, membership) or _read_holds(
+            fingerprint, membership
+        )
+    held, admin, tainted = kept.holds
     # Copies: callers combine them with set operators in place.
     return set(held), set(admin), set(tainted)
 
 
-def _read_holds(membership: ClassMembership) -> Holds:
+def _follow_claims(
+    kept: _KeptHolds | None, fingerprint: Fingerprint, membership: ClassMembership
+) -> _KeptHolds | None:
+    if kept is None or kept.fingerprint[:2] != fingerprint[:2]:
+        return None
+    changed = written_since(ResourceClaim, kept.fingerprint[2], fingerprint[2], limit=_FEW_CLAIMS)
+    if changed is None:
+        return None
+    claims = {claim.pk for claim in changed}
+    allocations = AllocatedDevice.objects.filter(claim_id__in=sorted(claims)).order_by()
+    found: dict[int, tuple[set[int], set[int]]] = {}
+    for claim, driver, pool, device, admin_access in allocations.values_list(
+        "claim_id", "driver", "pool", "device", "admin_access"
+    ):
+        pk = membership.keys.get((driver, pool, device))
+        if pk is not None:
+            found.setdefault(claim, (set(), set()))[1 if admin_access else 0].add(pk)
+    by_claim = {claim: pks for claim, pks in kept.by_claim.items() if claim not in claims}
+    by_claim.update((claim, (frozenset(h), frozenset(a))) for claim, (h, a) in found.items())
+    return _KeptHolds(fingerprint, _combined(by_claim, kept.holds[2]), by_claim)
+
+
+def _combined(
+    by_claim: Mapping[int, tuple[frozenset[int], frozenset[int]]], tainted: set[int]
+) -> Holds:
     held: set[int] = set()
     admin: set[int] = set()
+    for claim_held, claim_admin in by_claim.values():
+        held |= claim_held
+        admin |= claim_admin
+    return held, admin - held, tainted
+
+
+def _read_holds(fingerprint: Fingerprint, membership: ClassMembership) -> _KeptHolds:
     tainted: set[int] = set()
     allocations = AllocatedDevice.objects.order_by().values_list(
-        "driver", "pool", "device", "admin_access"
+        "claim_id", "driver", "pool", "device", "admin_access"
     )
     # Tainted devices are few; False marks them (admin_access is a boolean on the other side).
     marked = (
         Device.objects.filter(current=True, slice__classic=False)
         .filter(Q(tainted=True) | _taint_rules_match())
         .order_by()
-        .values_list("driver", "pool_name", "name", Value(None, output_field=BooleanField()))
+        .values_list(
+            Value(None, output_field=IntegerField()),
+            "driver",
+            "pool_name",
+            "name",
+            Value(None, output_field=BooleanField()),
+        )
     )
     keys = membership.keys
+    found: dict[int, tuple[set[int], set[int]]] = {}
     # One round trip: the overview page counts its queries.
-    for driver, pool, device, admin_access in allocations.union(marked):
+    for claim, driver, pool, device, admin_access in allocations.union(marked):
         pk = keys.get((driver, pool, device))
         if pk is None:
             continue
         if admin_access is None:
             tainted.add(pk)
         else:
-            (admin if admin_access else held).add(pk)
-    admin -= held
-    return held, admin, tainted
+            found.setdefault(claim, (set(), set()))[1 if admin_access else 0].add(pk)
+    by_claim = {claim: (frozenset(h), frozenset(a)) for claim, (h, a) in found.items()}
+    return _KeptHolds(fingerprint, _combined(by_claim, tainted), by_claim)
 
 
 def class_utilisation(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from claims import leaks
-from claims.devices import counts
+from claims.devices import classes, counts
 from claims.devices.availability import forget_units
 from claims.devices.classes import class_membership, forget_membership
 from claims.devices.counts import forget_counts, pool_device_counts, unavailable_unhealthy
@@ -45,13 +45,14 @@ def _kept_now() -> tuple[dict, dict, list]:
 def _from_scratch() -> tuple[dict, dict, list]:
     """Computed again from nothing, leaving the kept state (what the next change builds on) as
     it was."""
-    saved = (counts._kept, counts._claim_side, counts._reports, leaks._kept)
+    saved = (counts._kept, counts._claim_side, counts._reports, leaks._kept, classes._holds)
     forget_counts()
     forget_leaks()
+    classes._holds = None
     try:
         return _kept_now()
     finally:
-        counts._kept, counts._claim_side, counts._reports, leaks._kept = saved
+        counts._kept, counts._claim_side, counts._reports, leaks._kept, classes._holds = saved
 
 
 class _Cluster:
