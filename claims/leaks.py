@@ -241,7 +241,7 @@ def _kept_leaks() -> _KeptLeaks:
     tables = table_fingerprint(ResourceClaim, ResourceSlice, Pod)
     fingerprint = (
         tables[:3],
-        (*tables[3:6], settings.LEAK_UNRESERVED_SECONDS),
+        (tables[3:6], settings.LEAK_UNRESERVED_SECONDS),
         tables[6:],
         pods_known(),
     )
@@ -261,11 +261,12 @@ _FEW_CHANGES = 200
 
 
 def _follow(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks | None:
-    """The leaks after a change of claims and pods, from `kept`: only the claims written since
-    and the reservations naming the pods written since (and the claims those pods own) are
-    checked again. None when the slices, the threshold or whether pods are known moved, a claim
-    or pod was deleted, or many changed: the caller reads everything then."""
-    if kept is None or kept.fingerprint[1] != fingerprint[1]:
+    """The leaks after a change of claims, pods and slices, from `kept`: only the claims written
+    since and the reservations naming the pods written since (and the claims those pods own)
+    are checked again, and after a slice change the allocations in missing pools (few) are
+    read again. None when the threshold or whether pods are known moved, a claim or pod was
+    deleted, or many changed: the caller reads everything then."""
+    if kept is None or kept.fingerprint[1][1] != fingerprint[1][1]:
         return None
     if kept.fingerprint[3] != fingerprint[3]:
         return None
@@ -278,8 +279,11 @@ def _follow(kept: _KeptLeaks | None, fingerprint: tuple[Any, ...]) -> _KeptLeaks
     nothing = Q(pk__in=[])
     unreserved = [pair for pair in kept.unreserved_of if pair[1] not in changed]
     unreserved += _unreserved(Q(pk__in=sorted(changed)))
-    in_missing = [pair for pair in kept.in_missing_pools if pair[1] not in changed]
-    in_missing += _pool_leaks(Q(claim_id__in=sorted(changed)))
+    if kept.fingerprint[1] != fingerprint[1]:  # slices moved: pools may have gone or come
+        in_missing = _pool_leaks()
+    else:
+        in_missing = [pair for pair in kept.in_missing_pools if pair[1] not in changed]
+        in_missing += _pool_leaks(Q(claim_id__in=sorted(changed)))
     reserved = [
         entry for entry in kept.reserved if entry[1] not in changed and entry[2] not in named
     ]

@@ -71,6 +71,7 @@ class _Cluster:
         self.slices = objects["ResourceSlice"]
         self.rules: list[JSON] = []
         self.removed: list[JSON] = []
+        self.removed_slices: list[JSON] = []
         self.serial = 0
 
     def _write(self, kind: str, obj: JSON) -> None:
@@ -162,6 +163,20 @@ class _Cluster:
             device["taints"] = [{"key": "example.com/broken", "effect": effect}]
         self._write("ResourceSlice", slice_)
 
+    def remove_slice(self) -> None:
+        """A slice deleted: its pool may be gone, and the claims holding its devices leak."""
+        if len(self.slices) < 2:
+            return
+        slice_ = self.slices.pop(self.rng.randrange(len(self.slices)))
+        self.removed_slices.append(slice_)
+        apply_events("ResourceSlice", [("DELETED", copy.deepcopy(slice_))], publish=False)
+
+    def restore_slice(self) -> None:
+        if self.removed_slices:
+            slice_ = self.removed_slices.pop(self.rng.randrange(len(self.removed_slices)))
+            self.slices.append(slice_)
+            self._write("ResourceSlice", slice_)
+
     def taint_rule(self) -> None:
         if self.rules and self.rng.random() < 0.5:
             rule = self.rules.pop()
@@ -192,6 +207,8 @@ CHANGES = (
     "report_unhealthy",
     "finish_pod",
     "taint_slice",
+    "remove_slice",
+    "restore_slice",
     "taint_rule",
 )
 
