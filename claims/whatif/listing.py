@@ -175,6 +175,8 @@ class _RowCache:
         # (see `_recent`).
         self.order: list[str] | None = None
         self.newest: datetime | None = None
+        # Every uid of the table (the queryset's and the others): a count tells deletions.
+        self.table_uids: set[str] = set()
 
     def values(
         self,
@@ -212,18 +214,22 @@ class _RowCache:
     ) -> list[Any] | None:
         """The read after a change, from the rows written since the last read only; None when
         it cannot be told that way (a row joined the queryset: its place is the database's to
-        say; or rows were deleted: the count says so), and the whole table is listed instead.
+        say; or rows were deleted: the table's count says so), and the table is listed instead.
 
         Listing every row's version was most of a what-if right after a change at 20,000
         claims. A writer takes its timestamp before it commits, so rows written up to
         `_RECENT_MARGIN` before the newest one seen are looked at again.
         """
         assert self.order is not None and self.newest is not None
-        base = queryset.model._default_manager.all()
+        # No ordering: rows written lately are found by the synced_at index, not by walking
+        # the whole table in the order of another index.
+        base = queryset.model._default_manager.order_by()
         newest = base.aggregate(newest=Max("synced_at"))["newest"]
         since = self.newest - _RECENT_MARGIN
         recent = _raw_rows(
-            queryset.filter(synced_at__gte=since).values_list(
+            queryset.order_by()
+            .filter(synced_at__gte=since)
+            .values_list(
                 "uid", "resource_version", Cast("synced_at", output_field=models.TextField())
             )
         )
@@ -231,10 +237,14 @@ class _RowCache:
         if any(uid not in entries for uid, _, _ in recent):
             return None
         inside = {uid for uid, _, _ in recent}
-        written = _raw_rows(base.filter(synced_at__gte=since).values_list("uid"))
+        written = [
+            uid for (uid,) in _raw_rows(base.filter(synced_at__gte=since).values_list("uid"))
+        ]
         # Written lately and no longer in the queryset (a claim whose devices were freed).
-        left = {uid for (uid,) in written if uid not in inside and uid in entries}
-        if queryset.count() != len(entries) - len(left):
+        left = {uid for uid in written if uid not in inside and uid in entries}
+        # The table's rows are those known plus those created since, unless some were deleted.
+        created = {uid for uid in written if uid not in self.table_uids}
+        if base.count() != len(self.table_uids) + len(created):
             return None
         versions = {uid: (rv, synced) for uid, rv, synced in recent}
         stale = [uid for uid, version in versions.items() if entries[uid][0] != version]
@@ -255,6 +265,7 @@ class _RowCache:
             self.order = [uid for uid in self.order if uid not in left]
         if newest is not None and newest > self.newest:
             self.newest = newest
+        self.table_uids.update(created)
         return [entries[uid][1] for uid in self.order]
 
     def _values(
@@ -265,7 +276,9 @@ class _RowCache:
         decode: Callable[[tuple[Any, ...]], Any],
         share: bool,
     ) -> list[Any]:
-        newest = queryset.model._default_manager.aggregate(newest=Max("synced_at"))["newest"]
+        base = queryset.model._default_manager.order_by()
+        newest = base.aggregate(newest=Max("synced_at"))["newest"]
+        table_uids = {uid for (uid,) in _raw_rows(base.values_list("uid"))}
         # The write time as text: only compared, and PostgreSQL's timestamps cost a Python
         # conversion each otherwise.
         listed = _raw_rows(
@@ -303,6 +316,7 @@ class _RowCache:
         complete = len(order) == len(listed) and len(entries) == len(listed)
         self.order = order if complete else None
         self.newest = newest
+        self.table_uids = table_uids
         return [entries[uid][1] for uid in order]
 
     def _fetch(
