@@ -28,7 +28,16 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import BooleanField, Exists, IntegerField, Model, Q, TextField, Value
+from django.db.models import (
+    BooleanField,
+    Exists,
+    IntegerField,
+    Model,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+)
 from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -326,12 +335,14 @@ def _taint_rules_match() -> Q:
 
 @dataclass(frozen=True)
 class _KeptHolds:
-    """The holds as of `fingerprint` (membership, taint rules, claims), and per claim the device
-    pks its allocations hold (non admin-access, admin-access), for following claim changes."""
+    """The holds as of `fingerprint` (membership, taint rules, claims); per claim the devices
+    its allocations hold (non admin-access, admin-access) by driver/pool/device, and the
+    tainted devices' keys: what following a change of claims or slices starts from."""
 
     fingerprint: Fingerprint
     holds: Holds
-    by_claim: Mapping[int, tuple[frozenset[int], frozenset[int]]]
+    by_claim: Mapping[int, tuple[frozenset[DeviceKey], frozenset[DeviceKey]]]
+    tainted: frozenset[DeviceKey]
 
 
 _holds: _KeptHolds | None = None
@@ -350,12 +361,13 @@ def held_and_tainted(membership: ClassMembership) -> Holds:
     """Device pks held (non admin-access), held by admin-access allocations only, and tainted:
     read once, they serve both the device counts and the units of a page, and kept until a
     claim, a taint rule or the membership changes (one small query says whether one did).
-    When only claims changed, only the allocations of the claims written since are read."""
+    After a change of claims, only the allocations of the claims written since are read; after
+    a change of slices, only the tainted devices."""
     global _holds
     fingerprint = _holds_fingerprint(membership)
     kept = _holds
     if kept is None or kept.fingerprint != fingerprint:
-        kept = _holds = _follow_claims(kept, fingerprint, membership) or _read_holds(
+        kept = _holds = _follow_changes(kept, fingerprint, membership) or _read_holds(
             fingerprint, membership
         )
     held, admin, tainted = kept.holds
@@ -363,46 +375,55 @@ def held_and_tainted(membership: ClassMembership) -> Holds:
     return set(held), set(admin), set(tainted)
 
 
-def _follow_claims(
+def _follow_changes(
     kept: _KeptHolds | None, fingerprint: Fingerprint, membership: ClassMembership
 ) -> _KeptHolds | None:
-    if kept is None or kept.fingerprint[:2] != fingerprint[:2]:
+    if kept is None or kept.fingerprint[1] != fingerprint[1]:
         return None
+    if kept.fingerprint[0] != fingerprint[0] and kept.fingerprint[2] != fingerprint[2]:
+        return None  # slices and claims both moved: one read of everything, as at the start
     changed = written_since(ResourceClaim, kept.fingerprint[2], fingerprint[2], limit=_FEW_CLAIMS)
     if changed is None:
         return None
     claims = {claim.pk for claim in changed}
     allocations = AllocatedDevice.objects.filter(claim_id__in=sorted(claims)).order_by()
-    found: dict[int, tuple[set[int], set[int]]] = {}
+    found: dict[int, tuple[set[DeviceKey], set[DeviceKey]]] = {}
     for claim, driver, pool, device, admin_access in allocations.values_list(
         "claim_id", "driver", "pool", "device", "admin_access"
     ):
-        pk = membership.keys.get((driver, pool, device))
-        if pk is not None:
-            found.setdefault(claim, (set(), set()))[1 if admin_access else 0].add(pk)
-    by_claim = {claim: pks for claim, pks in kept.by_claim.items() if claim not in claims}
+        found.setdefault(claim, (set(), set()))[1 if admin_access else 0].add(
+            (driver, pool, device)
+        )
+    by_claim = {claim: keys for claim, keys in kept.by_claim.items() if claim not in claims}
     by_claim.update((claim, (frozenset(h), frozenset(a))) for claim, (h, a) in found.items())
-    return _KeptHolds(fingerprint, _combined(by_claim, kept.holds[2]), by_claim)
+    tainted = kept.tainted
+    if kept.fingerprint[0] != fingerprint[0]:  # slices moved: their devices' own taints
+        tainted = frozenset(
+            (driver, pool, device) for _, driver, pool, device, _ in _tainted_devices()
+        )
+    return _combined(fingerprint, membership, by_claim, tainted)
 
 
 def _combined(
-    by_claim: Mapping[int, tuple[frozenset[int], frozenset[int]]], tainted: set[int]
-) -> Holds:
+    fingerprint: Fingerprint,
+    membership: ClassMembership,
+    by_claim: Mapping[int, tuple[frozenset[DeviceKey], frozenset[DeviceKey]]],
+    tainted: frozenset[DeviceKey],
+) -> _KeptHolds:
+    """The holds as device pks of the membership (a key it does not know is no device)."""
+    keys = membership.keys
     held: set[int] = set()
     admin: set[int] = set()
     for claim_held, claim_admin in by_claim.values():
-        held |= claim_held
-        admin |= claim_admin
-    return held, admin - held, tainted
+        held.update(keys[key] for key in claim_held if key in keys)
+        admin.update(keys[key] for key in claim_admin if key in keys)
+    marked = {keys[key] for key in tainted if key in keys}
+    return _KeptHolds(fingerprint, (held, admin - held, marked), by_claim, tainted)
 
 
-def _read_holds(fingerprint: Fingerprint, membership: ClassMembership) -> _KeptHolds:
-    tainted: set[int] = set()
-    allocations = AllocatedDevice.objects.order_by().values_list(
-        "claim_id", "driver", "pool", "device", "admin_access"
-    )
-    # Tainted devices are few; False marks them (admin_access is a boolean on the other side).
-    marked = (
+def _tainted_devices() -> QuerySet[Device, tuple[Any, ...]]:
+    # Tainted devices are few; None marks them (admin_access is a boolean on the other side).
+    return (
         Device.objects.filter(current=True, slice__classic=False)
         .filter(Q(tainted=True) | _taint_rules_match())
         .order_by()
@@ -414,19 +435,24 @@ def _read_holds(fingerprint: Fingerprint, membership: ClassMembership) -> _KeptH
             Value(None, output_field=BooleanField()),
         )
     )
-    keys = membership.keys
-    found: dict[int, tuple[set[int], set[int]]] = {}
+
+
+def _read_holds(fingerprint: Fingerprint, membership: ClassMembership) -> _KeptHolds:
+    allocations = AllocatedDevice.objects.order_by().values_list(
+        "claim_id", "driver", "pool", "device", "admin_access"
+    )
+    tainted: set[DeviceKey] = set()
+    found: dict[int, tuple[set[DeviceKey], set[DeviceKey]]] = {}
     # One round trip: the overview page counts its queries.
-    for claim, driver, pool, device, admin_access in allocations.union(marked):
-        pk = keys.get((driver, pool, device))
-        if pk is None:
-            continue
+    for claim, driver, pool, device, admin_access in allocations.union(_tainted_devices()):
         if admin_access is None:
-            tainted.add(pk)
+            tainted.add((driver, pool, device))
         else:
-            found.setdefault(claim, (set(), set()))[1 if admin_access else 0].add(pk)
+            found.setdefault(claim, (set(), set()))[1 if admin_access else 0].add(
+                (driver, pool, device)
+            )
     by_claim = {claim: (frozenset(h), frozenset(a)) for claim, (h, a) in found.items()}
-    return _KeptHolds(fingerprint, _combined(by_claim, tainted), by_claim)
+    return _combined(fingerprint, membership, by_claim, frozenset(tainted))
 
 
 def class_utilisation(

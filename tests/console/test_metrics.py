@@ -413,7 +413,9 @@ def test_scrape_without_per_pool_series_does_not_grow_with_the_pools(demo_cluste
     assert set(as_samples(before.decode())) == set(samples)
     # Only the numbers change (and the scrape duration's digits): the same lines, within bytes.
     assert abs(len(after) - len(before)) < 64
-    assert len(large) == len(small) <= 25
+    # After the slices changed, the leaks and holds follow the change (fewer queries than the
+    # first scrape's reading of everything); never more.
+    assert len(large) <= len(small) <= 25
     assert series(samples, "dra_dashboard_class_devices")[("gpu.example.com", "total")] == (
         series(as_samples(before.decode()), "dra_dashboard_class_devices")[
             ("gpu.example.com", "total")
