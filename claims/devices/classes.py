@@ -23,7 +23,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -499,14 +499,18 @@ def class_utilisation(
     return {"method": CLASS_METHOD, "classes": entries}
 
 
+# How far before the kept newest write `written_since` looks (see there).
+WRITE_MARGIN = timedelta(seconds=60)
+
+
 def written_since(
     model: type[M], kept: Fingerprint, now: Fingerprint, *, limit: int, fields: tuple[str, ...] = ()
 ) -> list[M] | None:
     """The rows of a namespaced `model` written since its table's `kept` fingerprint
     (`table_fingerprint`: row count, newest synced_at, highest pk), found by the indexed
-    synced_at, with pk, namespace, name and `fields` read. None when a row was deleted meanwhile
-    (the count grew by less than the new rows; pks only grow) or more than `limit` changed: then
-    the caller reads the table."""
+    synced_at, with pk, namespace, name and `fields` read, and those written up to WRITE_MARGIN
+    before it again. None when a row was deleted meanwhile (the count grew by less than the new
+    rows; pks only grow) or more than `limit` were read: then the caller reads the table."""
     if kept == now:
         return []
     count, newest, highest = kept
@@ -518,8 +522,11 @@ def written_since(
     if timezone.is_naive(since):
         # SQLite's MAX(synced_at) is text, in UTC.
         since = timezone.make_aware(since, UTC)
-    # `gte`: a row written in the same instant as the kept newest one is read again.
-    rows = model._default_manager.filter(synced_at__gte=since).order_by()
+    # Writers stamp synced_at before they commit: a row committed after the kept state was
+    # read may carry an older stamp than its newest row. Rows written up to WRITE_MARGIN before
+    # it are read again (reading a row again gives the same result), and `gte` reads again a
+    # row written in the same instant.
+    rows = model._default_manager.filter(synced_at__gte=since - WRITE_MARGIN).order_by()
     changed = list(rows.only("pk", "namespace", "name", *fields)[: limit + 1])
     created = sum(1 for row in changed if row.pk > (highest or 0))
     if len(changed) > limit or now[0] != count + created:

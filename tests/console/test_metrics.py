@@ -379,7 +379,9 @@ def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster, per_poo
     # classes (the membership's fingerprint, the membership itself since slices changed, holds
     # and taints, pending claims per class), three more while the membership and units are
     # brought up to date after the slices changed.
-    assert len(large) == len(small) <= 53  # PostgreSQL takes a few more than SQLite
+    # The first scrape reads every pod's health report; the second follows the change instead
+    # (the claims written since: one query either way, whatever their number).
+    assert len(large) - 1 <= len(small) <= 53  # PostgreSQL takes a few more than SQLite
 
 
 def test_scrape_without_per_pool_series_does_not_grow_with_the_pools(demo_cluster) -> None:

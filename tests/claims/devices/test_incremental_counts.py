@@ -21,6 +21,20 @@ from claims.models import Pod
 from inventory.sync import apply_events, upsert_events
 from tests.console.demo import load_demo
 
+
+def _synced_a_day_ago() -> None:
+    """Every stored object as if synced a day ago: what is read again after a change (the
+    writes within `classes.WRITE_MARGIN` of the kept newest one) is then what the test wrote."""
+    from datetime import timedelta
+
+    from django.apps import apps
+    from django.db.models import F
+
+    for model in apps.get_models():
+        if any(field.name == "synced_at" for field in model._meta.get_fields()):
+            model._default_manager.update(synced_at=F("synced_at") - timedelta(days=1))
+
+
 JSON = dict[str, Any]
 
 
@@ -276,6 +290,8 @@ def test_a_one_pod_change_reads_one_pod_at_5_and_20_nodes(monkeypatch) -> None:
         cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
         for _ in cluster.pods:
             cluster.report_unhealthy()
+        _synced_a_day_ago()
+        cluster.report_unhealthy()  # the kept state's newest write
         read.clear()
         pool_device_counts()
         from_scratch = len(read)
@@ -309,6 +325,8 @@ def test_a_one_pod_change_checks_its_own_leaks_at_5_and_20_nodes(monkeypatch) ->
         for name in sorted(cluster.pods):
             cluster.pods[name].setdefault("status", {})["phase"] = "Succeeded"
             cluster._write("Pod", cluster.pods[name])
+        _synced_a_day_ago()
+        cluster.finish_pod()  # the kept state's newest write
         returned.clear()
         find_leaks()
         from_scratch = len(returned)
@@ -338,8 +356,11 @@ def test_a_one_claim_change_counts_its_pools_again_at_5_and_20_nodes(monkeypatch
     for nodes, seed in ((5, 1), (20, 2)):
         _forget()
         cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
-        pool_device_counts()
         name = sorted(cluster.allocated)[0]
+        _synced_a_day_ago()
+        # The kept state's newest write: the claim itself, written again unchanged.
+        cluster._write("ResourceClaim", copy.deepcopy(cluster.claims[name]))
+        pool_device_counts()
         held = {
             (result["driver"], result["pool"])
             for result in cluster.allocated[name]["status"]["allocation"]["devices"]["results"]
