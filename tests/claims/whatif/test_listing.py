@@ -175,18 +175,18 @@ def test_reads_from_recent_writes_match_a_fresh_read(demo, seed, monkeypatch) ->
     """Reads after a change list only the rows written lately when they can (claims released,
     slices changed), and whatever the change (deletions, claims allocated again) equal a read
     made from scratch."""
-    from claims.whatif.listing import _RowCache
+    from claims.whatif.rows import RowCache
     from tests.claims.whatif.test_follow import Cluster
 
     answered: list[bool] = []
-    recent = _RowCache._recent
+    recent = RowCache._recent
 
     def counting(self, *args, **kwargs):
         out = recent(self, *args, **kwargs)
         answered.append(out is not None)
         return out
 
-    monkeypatch.setattr(_RowCache, "_recent", counting)
+    monkeypatch.setattr(RowCache, "_recent", counting)
     cluster = Cluster(demo, seed)
     list_cluster()
     for _ in range(25):

@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from claims.whatif.listing import forget_cached_rows, list_cluster, share_equal
+from claims.whatif.listing import forget_cached_rows, list_cluster
+from claims.whatif.rows import share_equal
 
 
 def _traced_bytes_of_a_fresh_read() -> tuple[int, int]:
