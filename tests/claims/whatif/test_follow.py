@@ -272,16 +272,16 @@ def _filters(answer: dict[str, Any]) -> dict[str, Any]:
 def test_kept_node_checks_follow_nodes_and_pods(demo, monkeypatch) -> None:
     """A pod's other filters are kept per node: a claim change checks no node again, a pod
     bound to a node checks every node again, and the answers equal ones made from scratch."""
-    from claims.whatif import service
+    from claims.whatif import answer, service
 
     checked: list[str] = []
-    original = service.check_all
+    original = answer.check_all
 
     def counting(filters, node):
         checked.append(node["metadata"]["name"])
         return original(filters, node)
 
-    monkeypatch.setattr(service, "check_all", counting)
+    monkeypatch.setattr(answer, "check_all", counting)
     nodes = len(demo["Node"])
     text = _pod_yaml("500m")
     first = what_if(text, use_cache=False, nodes_limit="all")
