@@ -22,8 +22,12 @@ from django.db.models.functions import Cast
 # Rows fetched per query when only some changed (below SQLite's bound-parameter limit).
 _FETCH_CHUNK = 500
 # A read after the last one lists only the rows written since (`RowCache._recent`), looking this
-# far back from the newest write it saw: a writer takes its timestamp before it commits.
-_RECENT_MARGIN = timedelta(minutes=10)
+# far back from the newest write it saw: a writer takes its timestamp before it commits (a batch
+# commits within seconds of it).
+_RECENT_MARGIN = timedelta(seconds=60)
+# Past this share of the kept rows written lately (the minutes after a sync or an import), one
+# listing of the table costs less than reading what changed.
+_RECENT_SHARE = 0.25
 
 
 class RowCache:
@@ -88,6 +92,8 @@ class RowCache:
         base = queryset.model._default_manager.order_by()
         newest = base.aggregate(newest=Max("synced_at"))["newest"]
         since = self.newest - _RECENT_MARGIN
+        if base.filter(synced_at__gte=since).count() > _RECENT_SHARE * len(self.entries) + 100:
+            return None
         recent = _raw_rows(
             queryset.order_by()
             .filter(synced_at__gte=since)
