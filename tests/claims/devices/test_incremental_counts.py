@@ -13,12 +13,12 @@ import pytest
 
 from claims import leaks
 from claims.devices import classes, counts
-from claims.devices.availability import forget_units
-from claims.devices.classes import class_membership, forget_membership
+from claims.devices.classes import class_membership
 from claims.devices.counts import forget_counts, pool_device_counts, unavailable_unhealthy
 from claims.leaks import find_leaks, forget_leaks
 from claims.models import Pod
 from inventory.sync import apply_events, upsert_events
+from tests.claims.devices.kept import forget_kept, fresh  # noqa: F401 (fresh: autouse)
 from tests.console.demo import load_demo
 
 
@@ -36,20 +36,6 @@ def _synced_a_day_ago() -> None:
 
 
 JSON = dict[str, Any]
-
-
-def _forget() -> None:
-    forget_membership()
-    forget_units()
-    forget_counts()
-    forget_leaks()
-
-
-@pytest.fixture(autouse=True)
-def fresh() -> Iterator[None]:
-    _forget()
-    yield
-    _forget()
 
 
 def _kept_now() -> tuple[dict, dict, list]:
@@ -286,7 +272,7 @@ def test_a_one_pod_change_reads_one_pod_at_5_and_20_nodes(monkeypatch) -> None:
     monkeypatch.setattr(Pod, "from_db", classmethod(counted))
     seen: dict[int, tuple[int, int]] = {}
     for nodes, seed in ((5, 1), (20, 2)):
-        _forget()
+        forget_kept()
         cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
         for _ in cluster.pods:
             cluster.report_unhealthy()
@@ -320,7 +306,7 @@ def test_a_one_pod_change_checks_its_own_leaks_at_5_and_20_nodes(monkeypatch) ->
     monkeypatch.setattr(leaks, "_reservation_leaks", counted)
     seen: dict[int, tuple[int, int]] = {}
     for nodes, seed in ((5, 1), (20, 2)):
-        _forget()
+        forget_kept()
         cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
         for name in sorted(cluster.pods):
             cluster.pods[name].setdefault("status", {})["phase"] = "Succeeded"
@@ -354,7 +340,7 @@ def test_a_one_claim_change_counts_its_pools_again_at_5_and_20_nodes(monkeypatch
     monkeypatch.setattr(counts, "_compute_counts", counted)
     seen: dict[int, list[int | None]] = {}
     for nodes, seed in ((5, 1), (20, 2)):
-        _forget()
+        forget_kept()
         cluster = _Cluster(load_demo(nodes=nodes, seed=seed), random.Random(seed))
         name = sorted(cluster.allocated)[0]
         _synced_a_day_ago()

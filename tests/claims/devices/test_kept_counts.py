@@ -4,25 +4,23 @@ grow with the cluster, and after a change the kept figures equal a computation f
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from claims.devices.availability import forget_units
-from claims.devices.classes import class_membership, forget_membership, held_and_tainted
+from claims.devices.classes import class_membership, held_and_tainted
 from claims.devices.counts import (
-    forget_counts,
     pool_device_counts,
     unavailable_unhealthy,
     warm_counts,
 )
 from claims.devices.states import json_text
-from claims.leaks import find_leaks, forget_leaks
+from claims.leaks import find_leaks
 from dralib.allocator import cel
 from inventory.sync import upsert_events
+from tests.claims.devices.kept import forget_kept, fresh  # noqa: F401 (fresh: autouse)
 from tests.console.demo import load_demo
 
 JSON = dict[str, Any]
@@ -31,22 +29,8 @@ JSON = dict[str, Any]
 PAGES = ("/api/inventory/pool-status/?limit=1000", "/metrics", "/leaks/", "/")
 
 
-def _forget() -> None:
-    forget_membership()
-    forget_units()
-    forget_counts()
-    forget_leaks()
-
-
-@pytest.fixture(autouse=True)
-def fresh() -> Iterator[None]:
-    _forget()
-    yield
-    _forget()
-
-
 def _scratch() -> tuple[dict, dict, list]:
-    _forget()
+    forget_kept()
     return pool_device_counts(), unavailable_unhealthy(), find_leaks()
 
 
