@@ -31,7 +31,6 @@ changes read everything.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -49,6 +48,7 @@ from django.utils.dateparse import parse_datetime
 from claims.choices import ClaimState
 from claims.devices.classes import table_fingerprint, written_since
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
+from dashboard.kept import Kept
 from inventory.choices import Kind
 from inventory.models import Device, ResourceSlice, SyncState
 from inventory.visibility import EVERYTHING, Visibility
@@ -190,15 +190,12 @@ class _KeptLeaks:
     loose_owners: frozenset[int] = frozenset()
 
 
-_lock = threading.Lock()
-_kept: _KeptLeaks | None = None
+_kept: Kept[_KeptLeaks] = Kept()
 
 
 def forget_leaks() -> None:
     """Drop the kept leaks (tests; the fingerprint normally makes this unnecessary)."""
-    global _kept
-    with _lock:
-        _kept = None
+    _kept.forget()
 
 
 def find_leaks(*, now: datetime | None = None) -> list[Leak]:
@@ -215,7 +212,7 @@ def find_leaks(*, now: datetime | None = None) -> list[Leak]:
 def known_leaks(*, now: datetime | None = None) -> list[Leak] | None:
     """The leaks as last read, whatever changed since, without reading anything; None when
     none were read yet (a scrape during the web process's warm-up serves what is known)."""
-    kept = _kept
+    kept = _kept.last()
     return None if kept is None else _leaks_at(kept, now or timezone.now())
 
 
@@ -235,7 +232,6 @@ def _leaks_at(kept: _KeptLeaks, now: datetime) -> list[Leak]:
 
 
 def _kept_leaks() -> _KeptLeaks:
-    global _kept
     # Allocations and reservations are written with their claim, devices with their slice.
     # The threshold is part of each unreserved leak's detail.
     tables = table_fingerprint(ResourceClaim, ResourceSlice, Pod)
@@ -245,15 +241,9 @@ def _kept_leaks() -> _KeptLeaks:
         tables[6:],
         pods_known(),
     )
-    kept = _kept
-    if kept is not None and kept.fingerprint == fingerprint:
-        return kept
-    # One reading at a time: concurrent pages and scrapes after a change wait for it.
-    with _lock:
-        if _kept is not None and _kept.fingerprint == fingerprint:
-            return _kept
-        _kept = _follow(_kept, fingerprint) or _read_leaks(fingerprint)
-        return _kept
+    return _kept.get(
+        fingerprint, lambda previous: _follow(previous, fingerprint) or _read_leaks(fingerprint)
+    )
 
 
 # More claims and pods changed than this since the last reading: every leak is read again.

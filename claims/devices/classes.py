@@ -19,7 +19,6 @@ the members is read from the database on every call, with a few flat queries.
 from __future__ import annotations
 
 import re
-import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from django.utils.dateparse import parse_datetime
 
 from claims.devices.states import json_text, rule_taints
 from claims.models import AllocatedDevice, ResourceClaim
-from dashboard.gcpause import gc_paused
+from dashboard.kept import Kept
 from dralib.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
 from inventory.models import Device, DeviceClass, DeviceTaintRule, ResourceSlice
 
@@ -102,8 +101,10 @@ class ClassMembership:
     slice_versions: Mapping[int, SliceVersion] = field(default_factory=dict, repr=False)
 
 
-_lock = threading.Lock()
-_cached: ClassMembership | None = None
+# Kept under the fingerprint of the slices and classes; paused collector: a hundred thousand
+# decoded devices set off full collections that walk them again and again (half the
+# computation's CPU at 5,000 nodes).
+_membership: Kept[ClassMembership] = Kept(pause_gc=True)
 
 
 def table_fingerprint(*models: type[Model]) -> Fingerprint:
@@ -126,28 +127,14 @@ def _fingerprint() -> Fingerprint:
 
 def forget_membership() -> None:
     """Drop the cached membership (tests; the fingerprint normally makes this unnecessary)."""
-    global _cached, _holds
-    with _lock:
-        _cached = None
-        _holds = None
+    _membership.forget()
+    _holds.forget()
 
 
 def class_membership() -> ClassMembership:
     """The membership of every DeviceClass, recomputed only when slices or classes changed."""
-    global _cached
     fingerprint = _fingerprint()
-    cached = _cached
-    if cached is not None and cached.fingerprint == fingerprint:
-        return cached
-    # One computation at a time: concurrent requests after a change wait for it, not repeat it.
-    with _lock:
-        if _cached is not None and _cached.fingerprint == fingerprint:
-            return _cached
-        # A hundred thousand decoded devices set off full collections that walk them again
-        # and again: half the computation's CPU at 5,000 nodes.
-        with gc_paused():
-            _cached = _compute(fingerprint, previous=_cached)
-        return _cached
+    return _membership.get(fingerprint, lambda previous: _compute(fingerprint, previous=previous))
 
 
 def _class_selectors(device_class: DeviceClass) -> list[CompiledSelector] | str:
@@ -345,7 +332,7 @@ class _KeptHolds:
     tainted: frozenset[DeviceKey]
 
 
-_holds: _KeptHolds | None = None
+_holds: Kept[_KeptHolds] = Kept()
 # More claims changed than this since the holds were read: they are read whole.
 _FEW_CLAIMS = 200
 
@@ -363,13 +350,14 @@ def held_and_tainted(membership: ClassMembership) -> Holds:
     claim, a taint rule or the membership changes (one small query says whether one did).
     After a change of claims, only the allocations of the claims written since are read; after
     a change of slices, only the tainted devices."""
-    global _holds
     fingerprint = _holds_fingerprint(membership)
-    kept = _holds
-    if kept is None or kept.fingerprint != fingerprint:
-        kept = _holds = _follow_changes(kept, fingerprint, membership) or _read_holds(
-            fingerprint, membership
-        )
+    kept = _holds.get(
+        fingerprint,
+        lambda previous: (
+            _follow_changes(previous, fingerprint, membership)
+            or _read_holds(fingerprint, membership)
+        ),
+    )
     held, admin, tainted = kept.holds
     # Copies: callers combine them with set operators in place.
     return set(held), set(admin), set(tainted)

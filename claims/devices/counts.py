@@ -53,6 +53,7 @@ from claims.devices.states import (
     rule_taints,
 )
 from claims.models import AllocatedDevice, Pod, ResourceClaim
+from dashboard.kept import Kept
 from inventory.models import Device, DeviceTaintRule, Pool
 
 CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
@@ -125,63 +126,61 @@ class _PodReports:
 @dataclass(frozen=True)
 class _KeptCounts:
     """The counts of every pool, and per pool its unhealthy devices that are neither held nor
-    tainted, as of `fingerprint` (the claim side's and the pod reports')."""
+    tainted, as of `fingerprint` (the claim side's and the pod reports'), with the two sides
+    they were made of (what the next computation follows)."""
 
     fingerprint: tuple[Any, ...]
     counts: Mapping[PoolKey, Mapping[str, int]]
     unhealthy_unavailable: Mapping[PoolKey, int]
+    claim_side: _ClaimSide
+    reports: _PodReports
 
 
-_lock = threading.Lock()
-_kept: _KeptCounts | None = None
-_claim_side: _ClaimSide | None = None
-_reports: _PodReports | None = None
+_kept: Kept[_KeptCounts] = Kept()
 
 
 def forget_counts() -> None:
     """Drop the kept counts (tests; the fingerprint normally makes this unnecessary)."""
-    global _kept, _claim_side, _reports
-    with _lock:
-        _kept = _claim_side = _reports = None
+    _kept.forget()
 
 
 def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
     """Every pool's counts, computed again only when what they follow moves, and only the part
-    that follows it: the slices, classes, claims and DeviceTaintRules (`_claim_side`), or the
+    that follows it: the slices, classes, claims and DeviceTaintRules (`_claim_side_at`), or the
     pods' health reports (`_pod_reports`, read again only for the pods written since). Two small
     queries say whether anything did; a page then reads the counts of 10,000 pools without
     reading 100,000 devices, and a pod's change costs what that pod reports."""
-    global _kept, _claim_side, _reports
     membership = class_membership()
     # One round trip for the three tables; each side follows its own.
     tables = table_fingerprint(ResourceClaim, DeviceTaintRule, Pod)
     claim_fingerprint = (membership.fingerprint, tables[3:6], tables[:3])
     pod_fingerprint = tables[6:]
     fingerprint = (claim_fingerprint, pod_fingerprint)
-    kept = _kept
-    if kept is not None and kept.fingerprint == fingerprint:
-        return kept
-    # One computation at a time: requests arriving meanwhile wait for it, not repeat it.
-    with _lock:
-        if _kept is not None and _kept.fingerprint == fingerprint:
-            return _kept
+
+    def compute(previous: _KeptCounts | None) -> _KeptCounts:
         devices = Device.objects.filter(current=True)
         rules = _effective_rules()
-        side = _claim_side = _claim_side_at(
-            claim_fingerprint, _claim_side, holds=holds, rules=rules
+        side = _claim_side_at(
+            claim_fingerprint,
+            None if previous is None else previous.claim_side,
+            holds=holds,
+            rules=rules,
         )
-        _reports = _pod_reports(pod_fingerprint, _reports)
+        reports = _pod_reports(pod_fingerprint, None if previous is None else previous.reports)
         unhealthy = set(side.flagged)
-        unhealthy.update(_present(devices, _reports))
+        unhealthy.update(_present(devices, reports))
         counts = {key: dict(entry) for key, entry in side.counts.items()}
         for driver, pool_name, _ in unhealthy:
             counts.setdefault((driver, pool_name), dict.fromkeys(COUNT_KEYS, 0))["unhealthy"] += 1
-        _kept = _KeptCounts(
+        return _KeptCounts(
             fingerprint=fingerprint,
             counts=counts,
             unhealthy_unavailable=_unavailable(devices, unhealthy, rules=rules),
+            claim_side=side,
+            reports=reports,
         )
-        return _kept
+
+    return _kept.get(fingerprint, compute)
 
 
 # More claims or pods changed than this since the last computation: it is done whole.

@@ -45,14 +45,16 @@ def _kept_now() -> tuple[dict, dict, list]:
 def _from_scratch() -> tuple[dict, dict, list]:
     """Computed again from nothing, leaving the kept state (what the next change builds on) as
     it was."""
-    saved = (counts._kept, counts._claim_side, counts._reports, leaks._kept, classes._holds)
+    kept = (counts._kept, leaks._kept, classes._holds)
+    saved = [each._entry for each in kept]
     forget_counts()
     forget_leaks()
-    classes._holds = None
+    classes._holds.forget()
     try:
         return _kept_now()
     finally:
-        counts._kept, counts._claim_side, counts._reports, leaks._kept, classes._holds = saved
+        for each, entry in zip(kept, saved, strict=True):
+            each._entry = entry
 
 
 class _Cluster:
