@@ -24,7 +24,7 @@ from claims.devices.counts import available_count
 from claims.devices.states import annotate_device_state, refine_device_states
 from claims.devices.usage import capacity_usages, counter_usage
 from claims.models import AllocatedDevice, Pod, Reservation
-from dralib.allocator.pools import NodeInfo, NodeSelector
+from dralib.allocator.nodeselection import NodeInfo, NodeSelector
 from inventory.models import Device, DeviceTaintRule, Node, Pool
 from inventory.visibility import EVERYTHING, OTHER_CLAIM, Visibility
 

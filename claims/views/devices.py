@@ -56,7 +56,7 @@ from dashboard.views import (
     render_page,
     yaml_download,
 )
-from dralib.allocator.pools import NodeInfo, NodeSelector
+from dralib.allocator.nodeselection import NodeInfo, NodeSelector
 from inventory.filters import (
     DeviceClassFilterSet,
     DeviceTaintRuleFilterSet,

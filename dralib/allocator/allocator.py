@@ -14,10 +14,11 @@ from dralib.allocator.budget import SearchWatch
 from dralib.allocator.counters import CounterSets
 from dralib.allocator.limits import check_device_class
 from dralib.allocator.nodeselection import NodeInfo
-from dralib.allocator.pools import Pool, PoolBuilder, SliceCache, SliceInfo
+from dralib.allocator.pools import Pool, PoolBuilder, SliceCache
 from dralib.allocator.requests import ClaimInfo, RequestView
 from dralib.allocator.search import DONE, DeviceResult, RequestData, Run
 from dralib.allocator.selection import SelectorCache
+from dralib.allocator.slices import SliceInfo
 from dralib.allocator.types import (
     JSON,
     AllocatedState,

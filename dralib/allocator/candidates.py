@@ -16,8 +16,9 @@ from dralib.allocator.constraints import (
     DistinctAttributeConstraint,
     MatchAttributeConstraint,
 )
-from dralib.allocator.pools import DeviceInfo, Pool, SliceInfo
+from dralib.allocator.pools import Pool
 from dralib.allocator.requests import ClaimInfo, RequestView
+from dralib.allocator.slices import DeviceInfo, SliceInfo
 from dralib.allocator.types import JSON, AllocationError, DeviceID, Features
 
 __all__ = [

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dralib.allocator.pools import CapacityInfo
 from dralib.allocator.quantity import BINARY_SI, Quantity
+from dralib.allocator.slices import CapacityInfo
 from dralib.allocator.types import ConsumedCapacity
 
 

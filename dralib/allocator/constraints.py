@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dralib.allocator.pools import DeviceInfo
+from dralib.allocator.slices import DeviceInfo
 
 _SCALAR_KINDS = ("string", "int", "bool", "version")
 _LIST_KINDS = (("ints", "int"), ("bools", "bool"), ("strings", "string"), ("versions", "version"))

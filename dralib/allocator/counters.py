@@ -8,8 +8,9 @@ the current attempt are tracked separately so that backtracking can give them ba
 
 from __future__ import annotations
 
-from dralib.allocator.pools import DeviceInfo, Pool
+from dralib.allocator.pools import Pool
 from dralib.allocator.quantity import Quantity
+from dralib.allocator.slices import DeviceInfo
 from dralib.allocator.types import AllocatedState
 
 # counter set name -> counter name -> amount

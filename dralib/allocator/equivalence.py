@@ -36,7 +36,8 @@ from dralib.allocator.cel import attribute_converts
 from dralib.allocator.cel.projection import projection_of
 from dralib.allocator.explain import RequestReport
 from dralib.allocator.nodeselection import NodeInfo
-from dralib.allocator.pools import Pool, SliceInfo
+from dralib.allocator.pools import Pool
+from dralib.allocator.slices import SliceInfo
 from dralib.allocator.types import JSON, AllocationError
 
 # Sorted (domain, name) of the attributes selectors and constraints read; None: all of them.

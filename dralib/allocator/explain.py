@@ -35,10 +35,10 @@ from dralib.allocator.constraints import (
 )
 from dralib.allocator.counters import CounterTracker
 from dralib.allocator.nodeselection import NodeInfo, node_matches
-from dralib.allocator.pools import DeviceInfo
 from dralib.allocator.requests import ClaimInfo
 from dralib.allocator.search import RequestData, Run, taint_prevents_allocation
 from dralib.allocator.selection import SelectorCache, SelectorCompileError, SelectorRuntimeError
+from dralib.allocator.slices import DeviceInfo
 from dralib.allocator.types import JSON, AllocationError
 
 STAGES = (

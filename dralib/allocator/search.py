@@ -31,9 +31,10 @@ from dralib.allocator.constraints import Constraint
 from dralib.allocator.counters import CounterSets, CounterTracker
 from dralib.allocator.limits import ALLOCATION_RESULTS_MAX_SIZE
 from dralib.allocator.nodeselection import NodeInfo, node_matches
-from dralib.allocator.pools import DeviceInfo, Pool, SliceInfo
+from dralib.allocator.pools import Pool
 from dralib.allocator.requests import ClaimInfo, RequestView
 from dralib.allocator.selection import SelectionFailure, SelectorCache
+from dralib.allocator.slices import DeviceInfo, SliceInfo
 from dralib.allocator.taints import taint_prevents_allocation, tolerates
 from dralib.allocator.types import (
     JSON,

@@ -18,7 +18,7 @@ from dralib.allocator.cel import (
     DeviceInput,
     compile_selector,
 )
-from dralib.allocator.pools import ContentKey, DeviceInfo
+from dralib.allocator.slices import ContentKey, DeviceInfo
 
 # Selection results kept on one device (see SelectorCache.select).
 _KEPT_PER_DEVICE = 16

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dralib.allocator.pools import DeviceInfo
 from dralib.allocator.requests import RequestView
+from dralib.allocator.slices import DeviceInfo
 from dralib.allocator.types import JSON
 
 __all__ = ["taint_prevents_allocation", "tolerates"]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from dralib.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector
-from dralib.allocator.pools import DeviceInfo
 from dralib.allocator.selection import SelectorCache
+from dralib.allocator.slices import DeviceInfo
 
 DRIVER = "dra.example.com"
 STORED = CELOptions()

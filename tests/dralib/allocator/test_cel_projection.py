@@ -8,8 +8,8 @@ import pytest
 
 from dralib.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector, plain_domains
 from dralib.allocator.cel.projection import projection_of
-from dralib.allocator.pools import DeviceInfo
 from dralib.allocator.selection import SelectionFailure, SelectorCache
+from dralib.allocator.slices import DeviceInfo
 
 GPU = "gpu.example.com"
 

@@ -8,8 +8,8 @@ import tracemalloc
 import pytest
 
 from dralib.allocator import selection
-from dralib.allocator.pools import SliceInfo
 from dralib.allocator.selection import SelectorCache
+from dralib.allocator.slices import SliceInfo
 from dralib.allocator.types import ScenarioError
 
 DEVICES = 128  # the most one slice may hold
