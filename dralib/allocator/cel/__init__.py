@@ -76,7 +76,8 @@ dispatches overloads by value kind, not by full type):
 
 Threads: compiled selectors and the per-device values are shared by all threads. The CEL
 activation built from a device's value is not: cel_expr_python binds it to the arena of the
-thread that built it, so each thread keeps its own activations (see ``_ThreadActivations``).
+thread that built it, so each thread keeps its own activations (see
+``dralib.allocator.cel.device``, which builds the ``device`` variable).
 
 Limits: expressions longer than ``MAX_EXPRESSION_LENGTH`` are rejected, and a static cost
 estimate of the checked AST (see ``dralib.allocator.cel.cost``) rejects expressions whose
@@ -86,12 +87,10 @@ run, because cel-cpp offers no runtime budget through this binding.
 
 from __future__ import annotations
 
-import itertools
 import re
 import threading
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
@@ -101,6 +100,14 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 from dralib.allocator.cel import functions as fn
 from dralib.allocator.cel.checks import device_type_errors, static_errors
 from dralib.allocator.cel.cost import estimate_cost
+from dralib.allocator.cel.device import (
+    DeviceInput,
+    activation,
+    attribute_converts,
+    device_data,
+    device_domains,
+    plain_domains,
+)
 from dralib.allocator.cel.macros import MacroError, public_message, rewrite_macros
 from dralib.allocator.cel.projection import projection_of
 from dralib.allocator.cel.rewrite import rewrite_domain_lookups
@@ -156,17 +163,6 @@ class CELOptions:
         return self.list_type_attributes or not self.new_expressions
 
 
-@dataclass(frozen=True, eq=False)
-class DeviceInput:
-    """What a selector sees of one device (v1 ResourceSlice JSON shapes)."""
-
-    driver: str
-    attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    capacity: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    allow_multiple_allocations: bool | None = None
-
-
-_counter = itertools.count()
 # Results kept per selector for projected device parts (a bound against hostile variety).
 _PROJECTED_RESULTS_MAX = 65_536
 _evaluations = 0
@@ -177,8 +173,6 @@ def evaluations() -> int:
     """How many selector evaluations ran in this process (for throughput figures)."""
     return _evaluations
 
-
-# Environment ------------------------------------------------------------------------------
 
 _DEVICE_TYPE: Final = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
 
@@ -193,222 +187,6 @@ def _environment(options: CELOptions) -> Any:
         ],
         functions=fn.declarations(includes=options.declares_includes),
     )
-
-
-# Device activations -----------------------------------------------------------------------
-
-
-class _DeviceData:
-    """The ``device`` value for one DeviceInput, or the error building it raised."""
-
-    __slots__ = ("__weakref__", "error", "slot", "value")
-
-    def __init__(self, value: dict[str, Any] | None, error: str | None) -> None:
-        self.value = value
-        self.error = error
-        # The last thread's (token, activation): the common single-thread case skips the
-        # per-thread lookup. One tuple is assigned at once, so a reader never pairs one
-        # thread's token with another thread's activation.
-        self.slot: tuple[object, Any] | None = None
-
-
-class _ThreadActivations(threading.local):
-    """Activations of the current thread, by device.
-
-    Converting the Python value to CEL values once saves most of an evaluation's time, but an
-    activation is bound to the arena of the thread that built it: cel_expr_python finds the
-    arena of a Python function's result through a per-thread registry, so evaluating another
-    thread's activation fails with "No PyCelArena found". Each thread therefore builds its own;
-    they go away with the thread (weak keys) or with the device.
-    """
-
-    def __init__(self) -> None:
-        self.token = object()
-        self.activations: weakref.WeakKeyDictionary[_DeviceData, Any] = weakref.WeakKeyDictionary()
-
-
-_thread_activations = _ThreadActivations()
-
-
-def _activation(env: Any, data: _DeviceData) -> Any:
-    local = _thread_activations
-    token = local.token
-    slot = data.slot
-    if slot is not None and slot[0] is token:
-        return slot[1]
-    activation = local.activations.get(data)
-    if activation is None:
-        activation = env.Activation(data.value)
-        local.activations[data] = activation
-    data.slot = (token, activation)
-    return activation
-
-
-_device_cache: weakref.WeakKeyDictionary[DeviceInput, dict[CELOptions, _DeviceData]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _split_name(name: str, driver: str) -> tuple[str, str]:
-    domain, sep, ident = name.partition("/")
-    return (domain, ident) if sep else (driver, name)
-
-
-_SCALAR_CONVERSIONS: Final[dict[str, Any]] = {"string": str, "int": int, "bool": bool}
-
-
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-
-
-def _int64(raw: Any) -> int:
-    # An attribute's int is an int64 (upstream's type, and CEL's): a larger one cannot be a CEL
-    # value, so the device fails as a whole, whichever attribute a selector reads.
-    value = int(raw)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise ValueError(f"{value} is out of the int64 range")
-    return value
-
-
-def _attribute_value(attr: Mapping[str, Any]) -> Any:
-    # Like upstream, list values are exposed whether or not the list feature is on; the feature
-    # only changes the declared types and adds includes().
-    if attr.__class__ is dict and len(attr) == 1:
-        # The common shape, one scalar field: the same value the general path below gives it,
-        # without its chain of lookups (this runs for every attribute of every device).
-        ((field_name, raw),) = attr.items()
-        convert = _SCALAR_CONVERSIONS.get(field_name)
-        if convert is not None and raw is not None:
-            return _int64(raw) if convert is int else convert(raw)
-    elif not isinstance(attr, Mapping):
-        raise ValueError("unsupported attribute value")
-    if attr.get("ints") is not None:
-        return [_int64(value) for value in attr["ints"]]
-    for key in ("bools", "strings"):
-        if attr.get(key) is not None:
-            return list(attr[key])
-    if attr.get("versions") is not None:
-        return [fn.semver_value(v) for v in attr["versions"]]
-    if attr.get("int") is not None:
-        return _int64(attr["int"])
-    if attr.get("bool") is not None:
-        return bool(attr["bool"])
-    if attr.get("string") is not None:
-        return str(attr["string"])
-    if attr.get("version") is not None:
-        return fn.semver_value(attr["version"])
-    raise ValueError("unsupported attribute value")
-
-
-def attribute_converts(attr: Any) -> bool:
-    """Whether an attribute value becomes a CEL value (else the device's whole input fails)."""
-    if attr.__class__ is dict and len(attr) == 1:
-        ((field_name, raw),) = attr.items()
-        if raw.__class__ is str and field_name == "string":
-            return True
-        if raw.__class__ is bool and field_name == "bool":
-            return True
-        if raw.__class__ is int and field_name == "int":
-            return _INT64_MIN <= raw <= _INT64_MAX
-    try:
-        _attribute_value(attr)
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
-def _build_device(device: DeviceInput) -> _DeviceData:
-    attributes: dict[str, dict[str, Any]] = {}
-    for name, attr in device.attributes.items():
-        domain, ident = _split_name(name, device.driver)
-        try:
-            value = _attribute_value(attr)
-        except (ValueError, TypeError) as exc:
-            return _DeviceData(None, f"attribute {name}: {exc}")
-        attributes.setdefault(domain, {})[ident] = value
-    capacity: dict[str, dict[str, Any]] = {}
-    for name, cap in device.capacity.items():
-        domain, ident = _split_name(name, device.driver)
-        raw = cap.get("value") if cap.__class__ is dict or isinstance(cap, Mapping) else None
-        try:
-            value = fn.quantity_value(raw)
-        except fn.FunctionError as exc:
-            return _DeviceData(None, f"capacity {name}: {exc}")
-        capacity.setdefault(domain, {})[ident] = value
-    data: dict[str, Any] = {
-        "driver": device.driver,
-        # Upstream: ptr.Deref(AllowMultipleAllocations, false), whatever the features (a
-        # selector that may not read it does not compile).
-        "allowMultipleAllocations": device.allow_multiple_allocations is True,
-        "attributes": attributes,
-        "capacity": capacity,
-    }
-    return _DeviceData({"device": data}, None)
-
-
-def plain_domains(
-    driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any]
-) -> tuple[str, ...] | None:
-    """The attribute domains of a device whose CEL input cannot fail to build, else None.
-
-    That is every attribute in the one-field shape, with a value of its exact type (its CEL
-    value is the raw value) or a valid version, and every capacity a valid quantity. Such a
-    device is answered by a projected selector from its raw attributes (`Projection.raw_key`)
-    without building its CEL input; any other device takes the full path, which reports its
-    conversion error as before.
-    """
-    domains: set[str] = set()
-    for name, attribute in attributes.items():
-        if attribute.__class__ is not dict or len(attribute) != 1:
-            return None
-        ((field_name, raw),) = attribute.items()
-        if raw.__class__ is not _SCALAR_CONVERSIONS.get(field_name) or (
-            raw.__class__ is int and not _INT64_MIN <= raw <= _INT64_MAX
-        ):
-            if field_name != "version":
-                return None
-            try:
-                fn.semver_value(raw)  # cached per text; `Projection.raw_key` reads no version
-            except fn.FunctionError:
-                return None
-        domain, sep, _ = name.partition("/")
-        domains.add(domain if sep else driver)
-    for entry in capacity.values():
-        raw = entry.get("value") if entry.__class__ is dict else None
-        try:
-            fn.quantity_value(raw)  # cached per text
-        except fn.FunctionError:
-            return None
-    # A tuple, not a frozenset: the collector stops tracking a tuple of strings, and one is
-    # kept per device for the process's life (100,000 sets walked by every full collection).
-    return tuple(domains)
-
-
-_NOT_PLAIN: Final = ("\0",)
-_plain_cache: weakref.WeakKeyDictionary[DeviceInput, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-def _device_domains(device: DeviceInput) -> tuple[str, ...] | None:
-    domains = _plain_cache.get(device)
-    if domains is None:
-        domains = plain_domains(device.driver, device.attributes, device.capacity)
-        domains = _plain_cache.setdefault(device, _NOT_PLAIN if domains is None else domains)
-    return None if domains is _NOT_PLAIN else domains
-
-
-def _device_data(device: DeviceInput, options: CELOptions) -> _DeviceData:
-    per_device = _device_cache.get(device)
-    if per_device is None:
-        # setdefault: threads racing on a new device agree on one dict.
-        per_device = _device_cache.setdefault(device, {})
-    data = per_device.get(options)
-    if data is None:
-        # The value is the same for all options; the activations built from it are not.
-        data = per_device.setdefault(options, _build_device(device))
-    return data
-
-
-# Compilation ------------------------------------------------------------------------------
 
 
 def _clean_message(message: str) -> str:
@@ -461,19 +239,19 @@ class CompiledSelector:
         if projection is not None:
             # Most devices: the key straight from the raw attributes, the device's CEL input
             # built only when no device with this key was evaluated yet.
-            domains = _device_domains(device)
+            domains = device_domains(device)
             if domains is not None:
                 result = self.known(device.driver, device.attributes, domains)
                 if result is not None:
                     return result
-        data = _device_data(device, self.options)
+        data = device_data(device, self.options)
         if data.error is not None:
             raise CELError(f"CEL runtime error: {data.error}", expression=self.expression)
         if projection is not None and data.value is not None:
             try:
                 key, minimal = projection.project(data.value)
             except TypeError:
-                return self._evaluate(_activation(self._env, data))
+                return self._evaluate(activation(self._env, data))
             known = self._projected.get(key)
             if known is None:
                 try:
@@ -486,7 +264,7 @@ class CompiledSelector:
             if isinstance(known, str):
                 raise CELError(known, expression=self.expression)
             return known
-        return self._evaluate(_activation(self._env, data))
+        return self._evaluate(activation(self._env, data))
 
     @property
     def projected(self) -> bool:

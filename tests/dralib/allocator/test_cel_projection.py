@@ -7,6 +7,7 @@ import gc
 import pytest
 
 from dralib.allocator.cel import CELError, CELOptions, DeviceInput, compile_selector, plain_domains
+from dralib.allocator.cel.device import build_device
 from dralib.allocator.cel.projection import projection_of
 from dralib.allocator.selection import SelectionFailure, SelectorCache
 from dralib.allocator.slices import DeviceInfo
@@ -145,9 +146,7 @@ def test_the_key_read_from_raw_attributes_is_the_projected_key(expression: str) 
 
 
 def selector_input(device: DeviceInput) -> dict:
-    from dralib.allocator.cel import _build_device
-
-    data = _build_device(device)
+    data = build_device(device)
     assert data.error is None and data.value is not None
     return data.value
 
