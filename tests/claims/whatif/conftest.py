@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from claims.sync import forget_dra_extended_names
+from claims.pods import forget_dra_extended_names
 from claims.whatif.service import forget_simulations
 from claims.whatif.state import forget_cluster_state
 from demo.generator import generate_demo_cluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from claims.models import Pod
-from claims.sync import forget_dra_extended_names
+from claims.pods import forget_dra_extended_names
 from tests.claims.whatif.conftest import load_objects
 
 
