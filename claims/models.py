@@ -342,3 +342,23 @@ class SharedWhatIf(models.Model):
 
     def __str__(self) -> str:
         return f"what-if shared by {self.submitter or '(anonymous)'} at {self.created:%Y-%m-%d}"
+
+
+class KeptMembership(models.Model):
+    """The DeviceClass membership's CEL outcomes as last computed, kept across restarts.
+
+    Not a Kubernetes object. Evaluating every class's selectors over every device is most of a
+    web process's start-up work; a new process reads these outcomes and evaluates again only
+    the devices of slices written since (`claims.devices.stored`). `classes` is a digest of
+    every class's name and selectors (and of how outcomes are decided): outcomes stored under
+    another digest are not used. One row.
+    """
+
+    name = models.CharField(max_length=63, unique=True)
+    classes = models.CharField(max_length=64)
+    stored_at = models.DateTimeField()
+    devices = models.PositiveIntegerField(default=0)
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.devices} devices at {self.stored_at:%Y-%m-%d %H:%M:%S}"

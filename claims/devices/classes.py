@@ -12,8 +12,10 @@ a hundred thousand devices takes seconds: it is kept in process memory under a f
 those two tables (row count, newest `synced_at`, highest pk) and brought up to date when the
 fingerprint moves. Only the devices of slices written since (another resourceVersion or
 `synced_at`) are evaluated again when the classes are unchanged; the others keep their outcome,
-so a slice change costs CEL over that slice's devices, not the cluster's. What holds or taints
-the members is read from the database on every call, with a few flat queries.
+so a slice change costs CEL over that slice's devices, not the cluster's. The outcomes are also
+kept in the database (`stored`) for the next process, which then evaluates only the devices of
+slices written since they were stored. What holds or taints the members is read from the
+database on every call, with a few flat queries.
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from claims.devices.states import json_text, rule_taints
+from claims.devices.stored import (
+    Outcome,
+    SliceVersion,
+    StoredOutcomes,
+    classes_digest,
+    forget_stored_outcomes,
+    read_outcomes,
+    store_outcomes,
+)
 from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.kept import Kept
 from dralib.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
@@ -54,6 +65,7 @@ __all__ = [
     "class_membership",
     "class_utilisation",
     "forget_membership",
+    "forget_membership_everywhere",
     "held_and_tainted",
     "table_fingerprint",
     "written_since",
@@ -70,12 +82,9 @@ M = TypeVar("M", bound=Model)
 Fingerprint = tuple[Any, ...]
 # Device pks held (non admin-access), held by admin-access allocations only, and tainted.
 Holds = tuple[set[int], set[int], set[int]]
-# One device's outcome: the classes it belongs to, and (class, message) of runtime errors.
-Outcome = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
-# A slice's resourceVersion and synced_at: either moves when the slice (its devices) is written.
-SliceVersion = tuple[str, Any]
-# Compare the classes' part of the fingerprint: slices are its first three values.
-_SLICES = 3
+# Stored again once the devices evaluated since the outcomes were last stored (or read) are
+# this share of all: a restart then evaluates at most about that many again.
+_STORE_SHARE = 20
 
 
 @dataclass(frozen=True)
@@ -96,9 +105,12 @@ class ClassMembership:
     multiple: frozenset[int]
     evaluations: int = 0
     drivers: Mapping[str, str | None] = field(default_factory=dict)
-    # For the next, incremental computation: each device's outcome and each slice's version.
+    # For the next, incremental computation: each device's outcome and each slice's version,
+    # decided with the classes of `classes_digest`; devices evaluated since they were stored.
     outcomes: Mapping[int, Outcome] = field(default_factory=dict, repr=False)
     slice_versions: Mapping[int, SliceVersion] = field(default_factory=dict, repr=False)
+    classes_digest: str = ""
+    unstored: int = 0
 
 
 # Kept under the fingerprint of the slices and classes; paused collector: a hundred thousand
@@ -129,6 +141,13 @@ def forget_membership() -> None:
     """Drop the cached membership (tests; the fingerprint normally makes this unnecessary)."""
     _membership.forget()
     _holds.forget()
+
+
+def forget_membership_everywhere() -> None:
+    """Drop the kept membership and the outcomes stored in the database (tests: the next
+    computation is then one from scratch, as in a new process on a new database)."""
+    forget_membership()
+    forget_stored_outcomes()
 
 
 def class_membership() -> ClassMembership:
@@ -184,18 +203,23 @@ def _evaluate(selector: CompiledSelector, device: DeviceInput) -> bool | str:
 def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> ClassMembership:
     classes = list(DeviceClass.objects.only("pk", "name", "selectors").order_by("name"))
     compiled = {device_class.name: _class_selectors(device_class) for device_class in classes}
-    # Outcomes carry over only while the classes are the same ones.
-    if previous is not None and previous.fingerprint[_SLICES:] != fingerprint[_SLICES:]:
+    digest = classes_digest((c.name, c.selectors) for c in classes)
+    # Outcomes carry over only while the classes' selectors are the same; a new process starts
+    # from those the database keeps (`stored`), as if it had computed them itself.
+    if previous is not None and previous.classes_digest != digest:
         previous = None
+    start: ClassMembership | StoredOutcomes | None = previous
+    if previous is None:
+        start = read_outcomes(digest)
     versions: dict[int, SliceVersion] = {
         pk: (version, synced)
         for pk, version, synced in ResourceSlice.objects.filter(classic=False)
         .order_by()
         .values_list("pk", "resource_version", "synced_at")
     }
-    known = previous.slice_versions if previous is not None else {}
+    known = start.slice_versions if start is not None else {}
     unchanged = {pk for pk, version in versions.items() if known.get(pk) == version}
-    kept = previous.outcomes if previous is not None else {}
+    kept = start.outcomes if start is not None else {}
     current = Device.objects.filter(current=True, slice__classic=False).order_by()
     # The devices first, then the attributes of those on changed slices (of all, the first time):
     # the same two queries whatever changed, which the pages' query counts rely on.
@@ -243,7 +267,7 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
     oldest = min((versions[pk][1] for pk in again_slices if pk in versions), default=None)
     if oldest is not None:
         wanted = set(again)
-        changed = current if previous is None else current.filter(slice__synced_at__gte=oldest)
+        changed = current if start is None else current.filter(slice__synced_at__gte=oldest)
         # As text, decoded here only for the devices wanted (see states.json_text).
         for pk, driver, pool_name, name, attributes, capacity in changed.annotate(
             **texts
@@ -267,6 +291,13 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
         for class_name, message in failed:
             cel_errors[class_name] += len(pks)
             errors.setdefault(class_name, message)
+    unstored = len(again) + (previous.unstored if previous is not None else 0)
+    if (
+        unstored
+        and unstored * _STORE_SHARE >= len(outcomes)
+        and store_outcomes(digest, outcomes, versions)
+    ):
+        unstored = 0
     return ClassMembership(
         fingerprint=fingerprint,
         members={name: frozenset(pks) for name, pks in members.items()},
@@ -278,6 +309,8 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
         drivers={device_class.name: device_class.selected_driver for device_class in classes},
         outcomes=outcomes,
         slice_versions=versions,
+        classes_digest=digest,
+        unstored=unstored,
     )
 
 
