@@ -127,6 +127,38 @@ def gpu_slice(
     )
 
 
+def mig_gpu_slices(node: str, *, driver: str = "gpu.example.com", slices: int = 7) -> list[JSON]:
+    """One MIG GPU in pool `node`, in v1's two slices (a slice holds devices or sharedCounters,
+    never both): the counter set gpu-0-counters (80Gi, 7 slices), the whole GPU gpu-0 that takes
+    it all and `slices` 1g slices gpu-0-mig-N taking a seventh each; `type` is gpu or mig."""
+    counters = "gpu-0-counters"
+    whole = {"memory": "80Gi", "slices": "7"}
+    devices = [
+        device_entry("gpu-0", attributes={"type": {"string": "gpu"}}, consumes={counters: whole}),
+        *(
+            device_entry(
+                f"gpu-0-mig-{slot}",
+                attributes={"type": {"string": "mig"}},
+                consumes={counters: {"memory": "10Gi", "slices": "1"}},
+            )
+            for slot in range(slices)
+        ),
+    ]
+    return [
+        slice_object(
+            f"{node}-counters",
+            driver=driver,
+            pool=node,
+            node=node,
+            slice_count=2,
+            counters={counters: whole},
+        ),
+        slice_object(
+            f"{node}-gpu", driver=driver, pool=node, node=node, slice_count=2, devices=devices
+        ),
+    ]
+
+
 def allocation_result(
     request: str,
     *,

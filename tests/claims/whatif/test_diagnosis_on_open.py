@@ -177,33 +177,11 @@ def test_concurrent_openings_compute_once(full) -> None:
 def test_a_partition_blocked_by_counters_names_the_claim_holding_its_sibling(db) -> None:
     """The whole MIG GPU is free but one of its slices is held: the GPU is stopped at
     "counters or capacity" and its holder is the claim on the slice, with its pod."""
-    gpu, counters = "gpu.example.com", "gpu-0-counters"
-    whole = {"memory": "80Gi", "slices": "7"}
-    devices = [
-        f.device_entry("gpu-0", attributes={"type": {"string": "gpu"}}, consumes={counters: whole}),
-        *(
-            f.device_entry(
-                f"gpu-0-mig-{slot}",
-                attributes={"type": {"string": "mig"}},
-                consumes={counters: {"memory": "10Gi", "slices": "1"}},
-            )
-            for slot in range(7)
-        ),
-    ]
+    gpu = "gpu.example.com"
     f.create(
         f.node_object("node-a"),
         f.device_class_object("whole", expression=f'device.attributes["{gpu}"].type == "gpu"'),
-        f.slice_object(
-            "node-a-counters",
-            driver=gpu,
-            pool="node-a",
-            node="node-a",
-            slice_count=2,
-            counters={counters: whole},
-        ),
-        f.slice_object(
-            "node-a-gpu", driver=gpu, pool="node-a", node="node-a", slice_count=2, devices=devices
-        ),
+        *f.mig_gpu_slices("node-a", driver=gpu),
         f.claim_object(
             "slice-user",
             device_class="mig",

@@ -9,38 +9,14 @@ from claims.whatif.service import what_if
 from tests import factories as f
 
 GPU = "gpu.example.com"
-WHOLE = {"memory": "80Gi", "slices": "7"}
 
 
 def mig_cluster(*, held: int = 0) -> None:
     """node-a: one MIG GPU (the whole device and seven 1g slices), `held` slices allocated."""
-    counters = "gpu-0-counters"
-    devices = [
-        f.device_entry("gpu-0", attributes={"type": {"string": "gpu"}}, consumes={counters: WHOLE}),
-        *(
-            f.device_entry(
-                f"gpu-0-mig-{slot}",
-                attributes={"type": {"string": "mig"}},
-                consumes={counters: {"memory": "10Gi", "slices": "1"}},
-            )
-            for slot in range(7)
-        ),
-    ]
     f.create(
         f.node_object("node-a"),
         f.device_class_object("mig", expression=f'device.attributes["{GPU}"].type == "mig"'),
-        # v1: a slice holds devices or sharedCounters, never both.
-        f.slice_object(
-            "node-a-counters",
-            driver=GPU,
-            pool="node-a",
-            node="node-a",
-            slice_count=2,
-            counters={counters: WHOLE},
-        ),
-        f.slice_object(
-            "node-a-gpu", driver=GPU, pool="node-a", node="node-a", slice_count=2, devices=devices
-        ),
+        *f.mig_gpu_slices("node-a", driver=GPU),
         *(
             f.claim_object(
                 f"user-{slot}",
