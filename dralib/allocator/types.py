@@ -126,6 +126,30 @@ def sub_capacity(target: ConsumedCapacity, subtracted: Mapping[str, Quantity]) -
             target[name] = current.sub(quantity)
 
 
+def _result_device(result: Any, *, where: str) -> DeviceID | None:
+    """The device one `status.allocation.devices.results` entry holds; None for admin access,
+    which holds none."""
+    if not isinstance(result, dict):
+        raise ScenarioError(f"{where}: expected a device result object")
+    if result.get("adminAccess") is True:
+        return None
+    try:
+        return (result["driver"], result["pool"], result["device"])
+    except KeyError as exc:
+        raise ScenarioError(f"{where}: missing {exc.args[0]}") from exc
+
+
+def _consumed_capacity(result: JSON, *, where: str) -> ConsumedCapacity | None:
+    """A result's parsed `consumedCapacity`, if it has one."""
+    consumed = result.get("consumedCapacity")
+    if consumed is None:
+        return None
+    return {
+        name: quantity_field(value, where=f"{where} consumedCapacity.{name}")
+        for name, value in consumed.items()
+    }
+
+
 @dataclass
 class AllocatedState:
     """Devices already in use before this allocation (upstream schedulerapi.AllocatedState).
@@ -232,28 +256,17 @@ class AllocatedState:
         """
         added: list[DeviceID] = []
         for result in results:
-            if not isinstance(result, dict):
-                raise ScenarioError(f"{where}: expected a device result object")
-            if result.get("adminAccess") is True:
+            device_id = _result_device(result, where=where)
+            if device_id is None:
                 continue
-            try:
-                device_id = (result["driver"], result["pool"], result["device"])
-            except KeyError as exc:
-                raise ScenarioError(f"{where}: missing {exc.args[0]}") from exc
             if not self.is_device_allocated(device_id):
                 added.append(device_id)
             share_id = result.get("shareID")
             if consumable_capacity and share_id is not None:
                 self.add_shared_device(device_id, share_id)
-                consumed = result.get("consumedCapacity")
+                consumed = _consumed_capacity(result, where=where)
                 if consumed is not None:
-                    self.insert_capacity(
-                        device_id,
-                        {
-                            name: quantity_field(value, where=f"{where} consumedCapacity.{name}")
-                            for name, value in consumed.items()
-                        },
-                    )
+                    self.insert_capacity(device_id, consumed)
                 continue
             self.allocated_devices.add(device_id)
         return added
@@ -269,28 +282,17 @@ class AllocatedState:
         """
         freed: list[DeviceID] = []
         for result in results:
-            if not isinstance(result, dict):
-                raise ScenarioError(f"{where}: expected a device result object")
-            if result.get("adminAccess") is True:
+            device_id = _result_device(result, where=where)
+            if device_id is None:
                 continue
-            try:
-                device_id = (result["driver"], result["pool"], result["device"])
-            except KeyError as exc:
-                raise ScenarioError(f"{where}: missing {exc.args[0]}") from exc
             share_id = result.get("shareID")
             if consumable_capacity and share_id is not None:
                 # A share released twice must not give its capacity back twice.
                 removed = self.remove_shared_device(device_id, share_id)
                 existing = self.aggregated_capacity.get(device_id)
-                consumed = result.get("consumedCapacity")
+                consumed = _consumed_capacity(result, where=where)
                 if removed and existing is not None and consumed is not None:
-                    sub_capacity(
-                        existing,
-                        {
-                            name: quantity_field(value, where=f"{where} consumedCapacity.{name}")
-                            for name, value in consumed.items()
-                        },
-                    )
+                    sub_capacity(existing, consumed)
                 if device_id not in self._shares_per_device:
                     self.aggregated_capacity.pop(device_id, None)
             else:
