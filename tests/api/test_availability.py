@@ -3,26 +3,13 @@ who may read it and what it costs in queries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import yaml
 
-from claims.devices.availability import forget_units
-from claims.devices.classes import forget_membership
 from tests import factories as f
+from tests.claims.devices.kept import fresh  # noqa: F401 (autouse: nothing kept across tests)
 from tests.claims.devices.test_availability import GPU, attrs, build_cluster, mig_gpu
 
 URL = "/api/inventory/availability/"
-
-
-@pytest.fixture(autouse=True)
-def fresh_units() -> Iterator[None]:
-    forget_membership()
-    forget_units()
-    yield
-    forget_membership()
-    forget_units()
 
 
 def entries(response) -> dict[str, dict]:

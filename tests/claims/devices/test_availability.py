@@ -3,7 +3,6 @@ is known by construction: a MIG GPU counts once, partitions per profile, free pe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,28 +12,17 @@ from claims.devices.availability import (
     class_availability,
     class_unit_counts,
     counter_set_units,
-    forget_units,
     unit_counts,
 )
-from claims.devices.classes import forget_membership
 from inventory.models import Pool
 from tests import factories as f
+from tests.claims.devices.kept import fresh  # noqa: F401 (autouse: nothing kept across tests)
 
 GPU = "gpu.example.com"
 NIC = "nic.example.com"
 WHOLE = {"memory": "80Gi", "slices": "7"}
 SLICE_1G = {"memory": "10Gi", "slices": "1"}
 SLICE_3G = {"memory": "40Gi", "slices": "3"}
-
-
-@pytest.fixture(autouse=True)
-def fresh_units() -> Iterator[None]:
-    """Each test computes membership and units from its own rows."""
-    forget_membership()
-    forget_units()
-    yield
-    forget_membership()
-    forget_units()
 
 
 def attrs(**values: str) -> dict[str, Any]:

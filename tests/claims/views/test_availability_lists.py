@@ -3,26 +3,14 @@ numbers of GET /api/inventory/availability/."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from claims.devices.availability import forget_units
-from claims.devices.classes import forget_membership
 from inventory.models import Pool
+from tests.claims.devices.kept import fresh  # noqa: F401 (autouse: nothing kept across tests)
 
 URL = "/api/inventory/availability/"
-
-
-@pytest.fixture(autouse=True)
-def fresh_units() -> Iterator[None]:
-    forget_membership()
-    forget_units()
-    yield
-    forget_membership()
-    forget_units()
 
 
 def free_units(api, device_class: str, **scope: str) -> dict[str, int]:
