@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.console.hostile_server import server_command
+from tests.console.hostile_server import server_command, wait_until_answering
 from tests.paths import ROOT, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -91,17 +90,7 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/accounts/login/", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError(
-                        f"the server did not start: {(var_dir / 'server.log').read_text()}"
-                    ) from None
-                time.sleep(0.2)
+        wait_until_answering(server, f"{url}/accounts/login/", log=var_dir / "server.log")
         yield LiveServer(url, objects)
     finally:
         server.terminate()

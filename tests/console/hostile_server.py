@@ -87,19 +87,32 @@ def start_server(var_dir: Path, **settings: str) -> tuple[subprocess.Popen[bytes
         stderr=subprocess.STDOUT,
     )
     log.close()
-    deadline = time.monotonic() + 30
+    try:
+        # Any answer will do: /healthz says 503 (not ready) when no sync runs.
+        wait_until_answering(
+            server, f"http://127.0.0.1:{port}/healthz", log=var_dir / f"server-{port}.log"
+        )
+    except RuntimeError:
+        server.kill()
+        raise
+    return server, port
+
+
+def wait_until_answering(
+    server: subprocess.Popen[bytes], url: str, *, log: Path, seconds: float = 30
+) -> None:
+    """Return once `url` answers, with any status; RuntimeError carrying the server's `log` if
+    the process ends first or nothing answers within `seconds`."""
+    deadline = time.monotonic() + seconds
     while True:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
-            return server, port
+            urllib.request.urlopen(url, timeout=2)
+            return
         except urllib.error.HTTPError:
-            return server, port  # it answers (not ready: no sync runs here)
+            return
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise RuntimeError(
-                    f"the server did not start: {(var_dir / f'server-{port}.log').read_text()}"
-                ) from None
+                raise RuntimeError(f"the server did not start: {log.read_text()}") from None
             time.sleep(0.2)
 
 

@@ -7,8 +7,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +15,7 @@ from typing import Any
 
 import requests
 
-from tests.console.hostile_server import server_command, server_env
+from tests.console.hostile_server import server_command, server_env, wait_until_answering
 from tests.oidc.provider import CLIENT_ID, CLIENT_SECRET, Provider, running_provider
 from tests.paths import ROOT, free_port
 
@@ -132,15 +130,7 @@ def oidc_site(var_dir: Path, provider_dir: Path, **settings: Any) -> Iterator[Si
                 server_command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
             )
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/accounts/login/", timeout=2)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise RuntimeError(f"no server: {log_path.read_text()}") from None
-                    time.sleep(0.2)
+            wait_until_answering(server, f"{url}/accounts/login/", log=log_path)
             yield Site(url=url, provider=provider, database=var_dir / "dashboard.sqlite3")
         finally:
             server.terminate()
