@@ -21,7 +21,9 @@ process and the tests that start a real server run. Why uvicorn, and why these o
 - At start, a background thread computes the DeviceClass membership, the physical units and
   every pool's device counts (`claims.devices.counts.warm_counts`), which the overview,
   /metrics, pool-status and the availability API read: the first page after a start no longer
-  pays seconds of CEL for them; the leaks (/leaks/ and /metrics); then the
+  pays for them, and the membership's CEL outcomes are read from the database where an earlier
+  process stored them (`claims.devices.stored`: only devices of slices written since are
+  evaluated); the leaks (/leaks/ and /metrics); then the
   what-if state (`claims.whatif.service.warm_live_simulation`: the cluster read and every
   node's allocator pools), so the first question is not a cold one.
 """
