@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +48,8 @@ def test_bad_json_is_a_value_error() -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[tuple[FakeApiServer, KubeClient]]:
-    with FakeApiServer(bookmark_interval=0.2) as server:
-        yield server, load_client(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
+def kube(server: FakeApiServer, tmp_path: Path) -> KubeClient:
+    return load_client(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
 
 
 def _claim(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -69,11 +67,8 @@ def _parameters(claim: dict[str, Any]) -> Any:
     return claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
 
 
-def test_a_list_and_a_watch_keep_wide_integers(
-    client: tuple[FakeApiServer, KubeClient],
-) -> None:
+def test_a_list_and_a_watch_keep_wide_integers(server: FakeApiServer, kube: KubeClient) -> None:
     """A claim's opaque parameters past 64 bits arrive exact in a GET and in a watch event."""
-    server, kube = client
     parameters = {"edges": EDGES, "memory": 2**70}
     server.apply(_claim(parameters))
     path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"

@@ -6,7 +6,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -41,20 +40,6 @@ def claim_obj(name: str, namespace: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"devices": {"requests": []}},
     }
-
-
-@pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval=0.2) as fake:
-        yield fake
-
-
-@pytest.fixture
-def api(server: FakeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
-    path = server.write_kubeconfig(tmp_path / "kubeconfig.yaml")
-    api_client = config.new_client_from_config(config_file=str(path))
-    yield api_client
-    api_client.close()
 
 
 def raw(response: Any) -> dict[str, Any]:

@@ -4,12 +4,9 @@ selectors kubectl uses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 
 from dralib.kube.fakeapi import FakeApiServer
 
@@ -28,20 +25,6 @@ def event(name: str, namespace: str, *, kind: str, about: str, reason: str) -> d
         "note": "0/3 nodes are available: 3 cannot allocate all claims.",
         "regarding": {"kind": kind, "namespace": namespace, "name": about, "apiVersion": "v1"},
     }
-
-
-@pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval=0.2) as fake:
-        yield fake
-
-
-@pytest.fixture
-def api(server: FakeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
-    path = server.write_kubeconfig(tmp_path / "kubeconfig.yaml")
-    api_client = config.new_client_from_config(config_file=str(path))
-    yield api_client
-    api_client.close()
 
 
 def test_events_discovered_beside_the_other_groups(

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from dralib.kube.fakeapi import FakeApiServer
@@ -38,20 +36,6 @@ def budget(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
             "expectedPods": 3,
         },
     }
-
-
-@pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval=0.2) as fake:
-        yield fake
-
-
-@pytest.fixture
-def api(server: FakeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
-    path = server.write_kubeconfig(tmp_path / "kubeconfig.yaml")
-    api_client = config.new_client_from_config(config_file=str(path))
-    yield api_client
-    api_client.close()
 
 
 def test_priority_classes_listed_and_got_by_the_typed_client(

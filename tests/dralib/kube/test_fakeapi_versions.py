@@ -42,14 +42,6 @@ def server() -> Iterator[FakeApiServer]:
         yield fake
 
 
-@pytest.fixture
-def api(server: FakeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
-    path = server.write_kubeconfig(tmp_path / "kubeconfig.yaml")
-    api_client = config.new_client_from_config(config_file=str(path))
-    yield api_client
-    api_client.close()
-
-
 def list_slices(api: client.ApiClient, **kwargs: Any) -> dict[str, Any]:
     response = client.ResourceV1Api(api).list_resource_slice(_preload_content=False, **kwargs)
     data: dict[str, Any] = json.loads(response.data)
