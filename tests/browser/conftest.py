@@ -8,7 +8,6 @@ Playwright drives it through `executable_path`, never a downloaded browser.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.request
@@ -18,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.console.hostile_server import server_command, wait_until_answering
+from dralib.kube.fakeapi import FakeApiServer
+from tests.browser.synced_server import start_synced_server
+from tests.console.hostile_server import server_command, server_env, wait_until_answering
 from tests.paths import ROOT, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -59,17 +60,7 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run bin/system-deps (Debian chromium)")
     var_dir = tmp_path_factory.mktemp("browser-var")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("DASHBOARD_") and key != "DJANGO_SETTINGS_MODULE"
-    }
-    env.update(
-        DASHBOARD_VAR_DIR=str(var_dir),
-        DASHBOARD_SECRET_KEY="browser-test-secret-" + "x" * 32,
-        DJANGO_SETTINGS_MODULE="dashboard.settings",
-        PYTHONPATH=str(ROOT),
-    )
+    env = server_env(var_dir)
     prepared = subprocess.run(
         [sys.executable, "-m", "tests.browser.prepare", str(DEMO_NODES), str(DEMO_SEED)],
         cwd=ROOT,
@@ -96,6 +87,18 @@ def live_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
         server.terminate()
         server.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture
+def synced_url(cluster: FakeApiServer, tmp_path: Path) -> Iterator[str]:
+    """A server whose embedded watchers sync the test module's `cluster` fixture, by its URL."""
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    server, port = start_synced_server(tmp_path, kubeconfig)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
 
 
 # Package scope: Playwright's sync API keeps an event loop running in this thread while it is

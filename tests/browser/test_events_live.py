@@ -11,13 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dralib.kube.fakeapi import FakeApiServer
-from tests.browser.synced_server import start_synced_server
 from tests.browser.test_freshness import sign_in
 from tests.inventory.sync import objects
 
@@ -91,17 +89,6 @@ def cluster() -> Iterator[FakeApiServer]:
         )
         server.apply(objects.pod(NAMESPACE, "waiter", claim="wants-gpu"))
         yield server
-
-
-@pytest.fixture
-def synced_url(cluster: FakeApiServer, tmp_path: Path) -> Iterator[str]:
-    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
-    server, port = start_synced_server(tmp_path, kubeconfig)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def open_when_synced(page: Any, url: str) -> None:

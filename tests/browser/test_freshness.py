@@ -9,13 +9,11 @@ page, without a reload, turns "stale: ..." with the banner, while its socket sta
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dralib.kube.fakeapi import FakeApiServer
-from tests.browser.synced_server import start_synced_server
 from tests.inventory.sync import objects
 
 pytestmark = pytest.mark.browser
@@ -34,17 +32,6 @@ def cluster() -> Iterator[FakeApiServer]:
             server.apply(objects.node(f"node-{i}"))
             server.apply(objects.resource_slice(f"node-{i}-gpu", node_name=f"node-{i}"))
         yield server
-
-
-@pytest.fixture
-def synced_url(cluster: FakeApiServer, tmp_path: Path) -> Iterator[str]:
-    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
-    server, port = start_synced_server(tmp_path, kubeconfig)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def sign_in(chromium: Any, base: str) -> Any:
