@@ -49,6 +49,10 @@ def run_config(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 @pytest.fixture(scope="module")
 def config() -> dict[str, Any]:
+    return example_config()
+
+
+def example_config() -> dict[str, Any]:
     """`docker-compose config` of the real file with .env.example as the env file."""
     result = run_config(
         "--env-file",

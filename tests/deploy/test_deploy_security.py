@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from console import serve
-from tests.deploy.test_compose import run_config
+from tests.deploy.test_compose import example_config, run_config
 from tests.deploy.test_manifests import DEPLOY, ROOT, of_kind, one, pod_specs
 
 LABEL_NAME = "app.kubernetes.io/name"
@@ -142,18 +142,7 @@ def test_the_web_server_trusts_no_proxy_headers_itself() -> None:
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    result = run_config(
-        "--env-file",
-        ".env.example",
-        "-f",
-        "docker-compose.yml",
-        "config",
-        "--format",
-        "json",
-        env={"DASHBOARD_ENV_FILE": ".env.example"},
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return example_config()
 
 
 def test_compose_publishes_only_web_and_on_loopback(compose) -> None:
