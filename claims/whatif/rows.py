@@ -327,6 +327,33 @@ def _share_container(value: Any, kind: type, memo: dict[Any, Any], depth: int) -
                 token: Any = shared
             else:
                 token = item
+        elif item_kind is dict and len(item) == 1 and depth < _SHARE_MAX_DEPTH:
+            # The commonest part of all: a one-entry map of a string or number (an attribute's
+            # `{"string": "a100"}`, a capacity's `{"value": "40Gi"}`), shared as
+            # `_share_container` would share it, without its call and lists.
+            ((name, leaf),) = item.items()
+            leaf_kind = type(leaf)
+            if leaf_kind is str:
+                if len(leaf) <= _SHARE_MAX_CHARS:
+                    shared_leaf = memo.setdefault(leaf, leaf)
+                    if shared_leaf is not leaf:
+                        item[name] = shared_leaf
+                    leaf_token: Any = shared_leaf
+                else:
+                    leaf_token = leaf
+            elif leaf_kind is dict or leaf_kind is list:
+                shared_leaf, leaf_token = _share_container(leaf, leaf_kind, memo, depth + 2)
+                if shared_leaf is not leaf:
+                    item[name] = shared_leaf
+            else:
+                leaf_token = _leaf(leaf, leaf_kind, memo)[1]
+            if leaf_token is _UNSHARED:
+                token = _UNSHARED
+            else:
+                shared = memo.setdefault((dict, name, leaf_token), item)
+                if shared is not item:
+                    value[key] = shared
+                token = id(shared)
         elif item_kind is dict or item_kind is list:
             shared, token = _share_container(item, item_kind, memo, depth + 1)
             if shared is not item:

@@ -61,6 +61,19 @@ def test_json_types_are_never_merged() -> None:
     assert again is shared[1]
 
 
+def test_one_entry_maps_inside_others_keep_their_types() -> None:
+    """One-entry maps nested in a list or map (shared without a call of their own) keep JSON's
+    types apart, are one object when equal, and nest past the depth bound unharmed."""
+    values = [{"v": 1}, {"v": 1.0}, {"v": True}, {"v": None}, {"v": "1"}, {"v": [1]}, {"v": {}}]
+    memo: dict[Any, Any] = {}
+    shared = share_equal({"a": copy.deepcopy(values), "b": copy.deepcopy(values)}, memo)
+    assert orjson.dumps(shared) == orjson.dumps({"a": values, "b": values})
+    assert len({id(v) for v in shared["a"]}) == len(values)
+    assert all(a is b for a, b in zip(shared["a"], shared["b"], strict=True))
+    chain = '{"k":' * 900 + '"leaf"' + "}" * 900
+    assert share_equal(orjson.loads(chain), memo) == orjson.loads(chain)
+
+
 def test_big_and_deep_values_are_read_whole() -> None:
     """A map past the size bound and nesting past the depth bound come back equal, unshared."""
     big = {f"k{i}": i for i in range(100)}
