@@ -160,14 +160,30 @@ def _digest(value: Any) -> bytes:
 
 def prepare_slices(slices: Sequence[SliceInfo]) -> None:
     """Read what keys take of these slices now (a start-up), not in the first question."""
+    # A read cluster's equal attribute values are mostly one object (claims.whatif.rows'
+    # share_equal) and its attribute names a few strings: each is looked at once here, not once
+    # per device (800,000 attribute values at 5,000 nodes). The memo holds the values it names,
+    # so their ids stay theirs while it lives.
+    memo = _PartsMemo({}, {})
     for info in slices:
-        _slice_parts(info)
+        _slice_parts(info, memo)
 
 
-def _slice_parts(info: SliceInfo) -> _SliceParts:
+@dataclass(frozen=True)
+class _PartsMemo:
+    """Per attribute value object: (the value, whether it converts); per (driver, attribute
+    name): its (domain, identifier)."""
+
+    converts: dict[int, tuple[Any, bool]]
+    names: dict[tuple[str, Any], tuple[str, str]]
+
+
+def _slice_parts(info: SliceInfo, memo: _PartsMemo | None = None) -> _SliceParts:
     parts: _SliceParts | None = info.key_parts
     if parts is not None:
         return parts
+    memo = memo or _PartsMemo({}, {})
+    converts, names = memo.converts, memo.names
     spec = info.raw.get("spec") or {}
     driver = info.driver
     stripped: list[Any] = []
@@ -180,12 +196,18 @@ def _slice_parts(info: SliceInfo) -> _SliceParts:
         domains: set[str] = set()
         fails = False
         for name, value in attributes.items():
-            domain, slash, ident = str(name).partition("/")
-            pair = (domain, ident) if slash else (driver, str(name))
+            pair = names.get((driver, name))
+            if pair is None:
+                domain, slash, ident = str(name).partition("/")
+                pair = names[(driver, name)] = (domain, ident) if slash else (driver, str(name))
             domains.add(pair[0])
             columns.setdefault(pair, []).append((index, name, value))
             # One attribute that is no CEL value fails every selector on the device.
-            fails = fails or not attribute_converts(value)
+            if not fails:
+                known = converts.get(id(value))
+                if known is None:
+                    known = converts[id(value)] = (value, attribute_converts(value))
+                fails = not known[1]
         rest = {k: v for k, v in device.items() if k != "attributes"}
         rest[" domains"] = sorted(domains)
         rest[" fails"] = fails
