@@ -232,6 +232,11 @@ class FakeApiServer:
             return list(self._requests)
 
     @property
+    def history_reads(self) -> int:
+        """Changes read from the history by watches so far: tests bound a change's cost by it."""
+        return self._store.history_reads
+
+    @property
     def active_watches(self) -> int:
         with self._lock:
             return self._active_watches

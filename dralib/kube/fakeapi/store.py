@@ -87,6 +87,8 @@ class ObjectStore:
         # Per plural, its current keys in order, kept until one is added or removed: paging
         # through a large list sorted every key again per page (150,000 pods: minutes).
         self._sorted: dict[str, list[Key]] = {}
+        # Changes read from the history by watches: what a change costs the server, in counts.
+        self.history_reads = 0
 
     @property
     def revision(self) -> int:
@@ -271,13 +273,18 @@ class ObjectStore:
         with self._cond:
             if after < self._floor:
                 raise Expired(after, self._floor)
-            found = [
-                change
-                for change in self._history
-                if change.revision > after
-                and change.plural == rt.plural
-                and (namespace is None or change.key[0] == namespace)
-            ]
+            # From the newest change back to `after` only, as the watch cache searches its
+            # buffer for the first newer event: every open watch calls this on every change,
+            # and a pass over the whole history (200,000 changes at 5,000 nodes, ~18 ms) per
+            # watch and change held the lock for 0.3 s per change across 15 watches.
+            found: list[Change] = []
+            for change in reversed(self._history):
+                self.history_reads += 1
+                if change.revision <= after:
+                    break
+                if change.plural == rt.plural and (namespace is None or change.key[0] == namespace):
+                    found.append(change)
+            found.reverse()
             return max(after, self._revision), found
 
     def wait(self, *, after: int, timeout: float, stop: Callable[[], bool]) -> None:
