@@ -35,6 +35,9 @@ class Shape(Protocol):
     def check(self, value: Any, path: str, ctx: Context) -> None:
         """Raise NormalizeError if `value` at `path` does not fit."""
 
+    def fits_all(self, value: Any) -> bool:
+        """Whether `check` would pass, without building paths: True only if it passes."""
+
 
 class _Scalar:
     expected = ""
@@ -45,6 +48,9 @@ class _Scalar:
     def check(self, value: Any, path: str, ctx: Context) -> None:
         if not self.fits(value):
             raise ctx.error(path, f"expected {self.expected}, got {describe(value)}")
+
+    def fits_all(self, value: Any) -> bool:
+        return self.fits(value)
 
 
 class _Str(_Scalar):
@@ -57,6 +63,9 @@ class _Str(_Scalar):
         # The common case first, without a call (objects have hundreds of strings).
         if type(value) is not str and not isinstance(value, str):
             raise ctx.error(path, f"expected {self.expected}, got {describe(value)}")
+
+    def fits_all(self, value: Any) -> bool:
+        return type(value) is str or isinstance(value, str)
 
 
 class _Int(_Scalar):
@@ -99,6 +108,9 @@ class _Anything:
     def check(self, value: Any, path: str, ctx: Context) -> None:
         return None
 
+    def fits_all(self, value: Any) -> bool:
+        return True
+
 
 STR: Shape = _Str()
 INT: Shape = _Int()
@@ -131,6 +143,12 @@ class ListOf:
                 raise ctx.error(item(path, index), "expected a value, got None")
             self.item_shape.check(entry, item(path, index), ctx)
 
+    def fits_all(self, value: Any) -> bool:
+        if not isinstance(value, list | tuple):
+            return False
+        fits = self.item_shape.fits_all
+        return all(entry is not None and fits(entry) for entry in value)
+
 
 @dataclass(frozen=True)
 class MapOf:
@@ -146,6 +164,15 @@ class MapOf:
             if entry is None:
                 raise ctx.error(item(path, key), "expected a value, got None")
             self.value_shape.check(entry, item(path, key), ctx)
+
+    def fits_all(self, value: Any) -> bool:
+        if type(value) is not dict and not isinstance(value, Mapping):
+            return False
+        fits = self.value_shape.fits_all
+        for key, entry in value.items():
+            if not isinstance(key, str) or entry is None or not fits(entry):
+                return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -176,6 +203,26 @@ class Obj:
             entry = mapping.get(name)
             if entry is not None and shape is not ANY:
                 shape.check(entry, child(path, name), ctx)
+
+    def fits_all(self, value: Any) -> bool:
+        if type(value) is not dict and not isinstance(value, Mapping):
+            return False
+        for name in self._required_order:  # type: ignore[attr-defined]
+            if value.get(name) is None:
+                return False
+        fields = self.fields
+        if len(value) < len(fields):
+            for name, entry in value.items():
+                if entry is not None:
+                    shape = fields.get(name)
+                    if shape is not None and shape is not ANY and not shape.fits_all(entry):
+                        return False
+            return True
+        for name, shape in fields.items():
+            entry = value.get(name)
+            if entry is not None and shape is not ANY and not shape.fits_all(entry):
+                return False
+        return True
 
     def extend(self, *, required: tuple[str, ...] = (), **fields: Shape) -> Obj:
         """A copy with more (or replaced) fields and more required names."""
