@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from dashboard.gcpause import gc_paused
 from dashboard.live import publish_changes
@@ -43,6 +44,12 @@ from inventory.sync import HANDLERS, BatchResult, Replacement
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
 # not track: reported, not rejected.
 JSON = dict[str, Any]
+
+
+# SQLite's page cache while an import writes, in KiB (the default is 2 MiB): the uid and name
+# indexes of 100,000 objects take more, and every page evicted was read back from the file (a
+# tenth of a 5,000-node import's CPU went to those reads, as system time).
+IMPORT_CACHE_KIB = 96 * 1024
 
 
 class SnapshotError(ValueError):
@@ -230,7 +237,7 @@ def import_texts(
     given: Counter[str] = Counter()
     # Reading and writing make many containers and next to no cycles: collections would walk
     # them again and again for nothing.
-    with gc_paused(), transaction.atomic():
+    with gc_paused(), bulk_load(), transaction.atomic():
         kinds: dict[str, Replacement] = {}
         for kind, raw, obj in parse_texts(sources, report, limits=limits):
             replacement = kinds.get(kind)
@@ -260,6 +267,27 @@ def import_texts(
             )
         record_import(report, merge=merge)
     return report
+
+
+@contextmanager
+def bulk_load() -> Iterator[None]:
+    """A larger SQLite page cache for this connection while an import runs, restored after.
+
+    Only the cache: journaling and syncing stay as they are, so a server reading the same
+    file meanwhile, or a crash, finds it as safe as after any other write.
+    """
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size")
+        (before,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA cache_size = {-IMPORT_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA cache_size = {int(before)}")
 
 
 def record_import(report: ImportReport, *, merge: bool) -> None:

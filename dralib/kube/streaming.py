@@ -50,7 +50,12 @@ class _JsonReader:
         self.nodes = 1  # the document itself
         self.end = 0  # where the structure read last ends
         # Strings need a visit only when the text may hold a lone surrogate (as in documents).
-        self.check_strings = bool(_SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text))
+        # `decode` refused the text if it held one itself, so only an escape can make one; the
+        # plain searches for its start are a pass of the C string search, the pattern's a slower
+        # one, run only when they find something.
+        self.check_strings = ("\\ud" in text or "\\uD" in text) and bool(
+            _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text)
+        )
 
     def skip(self, index: int) -> int:
         match = _SPACE.match(self.text, index)
@@ -200,4 +205,3 @@ def _from_documents(text: str, *, source: str, limits: Limits) -> Iterator[tuple
                 yield document.index, path, item
         except DocumentError as exc:
             raise DocumentError(exc.reason, source=source, document=document.index) from exc
-

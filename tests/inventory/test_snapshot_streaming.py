@@ -7,13 +7,15 @@ import json
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
 from demo.generator import generate_demo_cluster
 from inventory.models import Device, DeviceClass, Namespace, Node, Pool, ResourceSlice
-from inventory.snapshot import SnapshotError, import_texts
-from inventory.sync import HANDLERS
+from inventory.snapshot import IMPORT_CACHE_KIB, SnapshotError, bulk_load, import_texts
+from inventory.sync import HANDLERS, insert_rows
 from inventory.sync.bulk import SEGMENT_SIZE
+from inventory.sync.core import _same_entries
 
 
 def _listed(items: list[dict[str, Any]]) -> str:
@@ -144,3 +146,55 @@ def test_an_imported_pod_is_redacted_in_both_forms() -> None:
         assert "volumes" not in stored["spec"]
         assert stored["metadata"]["annotations"] == {}
         assert stored["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+
+
+def _cache_size() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.django_db
+def test_the_bulk_load_cache_is_this_imports_only() -> None:
+    """On SQLite an import runs with its larger page cache and leaves the connection's own
+    setting (and the journal mode) as it found them, after a success and after a failure."""
+    if connection.vendor != "sqlite":
+        # PostgreSQL has no page cache per connection to set: the import leaves it alone.
+        import_texts([("ns.json", _listed([_namespace(1)]))])
+        assert Namespace.objects.count() == 1
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        journal = cursor.fetchone()[0]
+    before = _cache_size()
+    seen: list[int] = []
+    with bulk_load():
+        seen.append(_cache_size())
+    assert seen == [-IMPORT_CACHE_KIB] != [before]
+    import_texts([("ns.json", _listed([_namespace(1)]))])
+    assert _cache_size() == before
+    with pytest.raises(SnapshotError):
+        import_texts([("bad.json", _listed([_namespace(2), _bad_class("broken")]))])
+    assert _cache_size() == before
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0] == journal
+    assert list(Namespace.objects.values_list("name", flat=True)) == ["ns-1"]
+
+
+@pytest.mark.django_db
+def test_raw_and_obj_copies_of_one_object_are_dumped_once_and_stored_alike() -> None:
+    """Raw and obj made from one dict share one dump; values that only compare equal (a
+    boolean for a number, keys in another order) are dumped on their own and stored as given."""
+    shared = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "uid": "u-n"}}
+    assert _same_entries(dict(shared), dict(shared))
+    assert not _same_entries({"a": 1}, {"a": True})
+    assert not _same_entries({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not _same_entries({"a": [1]}, {"a": [1]})  # equal, not the same list
+    node = Node(uid="u-n", name="n", raw={"x": 1, "y": 2}, obj={"y": 2, "x": True}, labels={})
+    insert_rows(Node, [node], returning=("uid",))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT raw, obj FROM inventory_node WHERE uid = 'u-n'")
+        raw, obj = cursor.fetchone()
+    assert json.loads(raw) == {"x": 1, "y": 2} and list(json.loads(raw)) == ["x", "y"]
+    assert json.loads(obj) == {"y": 2, "x": True} and json.loads(obj)["x"] is True
