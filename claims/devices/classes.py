@@ -83,8 +83,11 @@ Fingerprint = tuple[Any, ...]
 # Device pks held (non admin-access), held by admin-access allocations only, and tainted.
 Holds = tuple[set[int], set[int], set[int]]
 # Stored again once the devices evaluated since the outcomes were last stored (or read) are
-# this share of all: a restart then evaluates at most about that many again.
+# a twentieth of all and at least _STORE_MIN: a restart then evaluates at most about that many
+# again. Below the minimum, evaluating again costs less than a write (a few ms of CEL), and a
+# page after a small change makes no write.
 _STORE_SHARE = 20
+_STORE_MIN = 2000
 
 
 @dataclass(frozen=True)
@@ -293,7 +296,7 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
             errors.setdefault(class_name, message)
     unstored = len(again) + (previous.unstored if previous is not None else 0)
     if (
-        unstored
+        unstored >= _STORE_MIN
         and unstored * _STORE_SHARE >= len(outcomes)
         and store_outcomes(digest, outcomes, versions)
     ):

@@ -27,7 +27,9 @@ GPU = "gpu.example.com"
 
 
 @pytest.fixture(autouse=True)
-def fresh_membership() -> Iterator[None]:
+def fresh_membership(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # These clusters have a few hundred devices: stored whatever their number.
+    monkeypatch.setattr(classes, "_STORE_MIN", 1)
     forget_membership()
     yield
     forget_membership()
@@ -225,3 +227,15 @@ def test_few_changes_leave_the_row_as_stored() -> None:
     changed = class_membership()
     assert 0 < changed.unstored * classes._STORE_SHARE < len(first.keys)
     assert KeptMembership.objects.get().stored_at == row.stored_at
+
+
+@pytest.mark.django_db
+def test_a_small_cluster_is_not_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the minimum, evaluating every device again costs less than a write: nothing is
+    stored, and a page makes no write."""
+    monkeypatch.setattr(classes, "_STORE_MIN", 2000)
+    load_demo(nodes=5, seed=1)
+    forget_membership_everywhere()
+    first = class_membership()
+    assert 0 < len(first.keys) < 2000
+    assert not KeptMembership.objects.exists()
