@@ -15,6 +15,7 @@ from dashboard.env import (
     env_queue_name,
     env_str,
     parse_database_url,
+    pooled,
     private_dir,
     private_sqlite_file,
     read_oidc,
@@ -111,8 +112,10 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", "")
+# PostgreSQL connections one process keeps in its pool (0: none, one connection per thread).
+DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
 if DATABASE_URL:
-    DATABASES = {"default": parse_database_url(DATABASE_URL)}
+    DATABASES = {"default": pooled(parse_database_url(DATABASE_URL), size=DATABASE_POOL_SIZE)}
 else:
     DATABASES = {
         "default": {
