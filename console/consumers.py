@@ -17,7 +17,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from claims.whatif.jobs import job_owner, owner_of
-from console.live import SCOPED_GROUPS, Subscription, concerns, prime_holders, shared_visible_ids
+from console.live import (
+    SCOPED_GROUPS,
+    Subscription,
+    concerns,
+    prime_holders,
+    shared_visible_ids,
+    unscoped,
+)
 from dashboard.live import ChangedEvent, group_name
 from dashboard.registry import live_topics
 from inventory.visibility import NOTHING, Visibility, visibility_of_user
@@ -125,7 +132,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         for sub in self.subscriptions:
             if event["topic"] not in sub.groups:
                 continue
-            if await database_sync_to_async(concerns)(sub, event):
+            # Unscoped pages skip the trip to the database thread: one per page and event, one
+            # after the other on the one thread every socket's database work runs on.
+            if unscoped(sub) or await database_sync_to_async(concerns)(sub, event):
                 await self.send_json(
                     {
                         "topic": sub.topic,

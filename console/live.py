@@ -74,9 +74,14 @@ def _claim_holders(q: Q) -> set[str]:
     return {str(pk) for pk in AllocatedDevice.objects.filter(q).values_list("claim_id", flat=True)}
 
 
+def unscoped(sub: Subscription) -> bool:
+    """Does every event of the subscription's groups concern it, with no database read?"""
+    return sub.kind in ("overview", "generic")
+
+
 def concerns(sub: Subscription, event: ChangedEvent) -> bool:
     """Does `event` touch the scope of `sub`? Runs database reads; call off the event loop."""
-    if sub.kind in ("overview", "generic"):
+    if unscoped(sub):
         return True
     group, ids = event["topic"], [str(i) for i in event["ids"]]
     if "*" in ids:

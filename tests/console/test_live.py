@@ -17,6 +17,7 @@ from django.test import Client
 from claims.devices.states import annotate_device_state
 from console.asgi import application
 from console.consumers import TopicError, parse_topics
+from dashboard.live import send_now
 from inventory.models import Device, Pool
 from inventory.sync import upsert_events
 from tests.console.demo import allocate, load_demo, pending_claim
@@ -176,3 +177,33 @@ async def test_namespace_and_node_topics_hear_only_their_own_claims(viewer_user)
     assert await others.receive_nothing(timeout=0.3)
     for communicator in (ours, others, node):
         await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_unscoped_pages_take_no_database_trip_per_event(viewer_user, monkeypatch) -> None:
+    """Three pages following `claims` or the overview hear one event without asking whether it
+    concerns them (no trip to the database thread each); a node page still asks, once."""
+    from console import consumers
+
+    asked: list[str] = []
+    original = consumers.concerns
+
+    def counting(sub: Any, event: Any) -> bool:
+        asked.append(sub.topic)
+        return original(sub, event)
+
+    monkeypatch.setattr(consumers, "concerns", counting)
+    headers = await sync_to_async(session_headers)(viewer_user)
+    pages = []
+    for topics in ("claims", "overview", "claims,overview", "node:no-such-node"):
+        page, connected = await connect(f"/ws/live/?topics={topics}", headers)
+        assert connected
+        pages.append(page)
+    await sync_to_async(send_now)({"claims": ["12345"]})
+    for page, heard in zip(pages, (["claims"], ["overview"], ["claims", "overview"]), strict=False):
+        topics = [(await page.receive_json_from(timeout=3))["topic"] for _ in heard]
+        assert sorted(topics) == heard
+    assert await pages[-1].receive_nothing(timeout=0.3)
+    assert asked == ["node:no-such-node"]
+    for page in pages:
+        await page.disconnect()
