@@ -21,6 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
 from dashboard.registry import viewer_key
@@ -59,7 +60,13 @@ def render_shared(key: str, render: Callable[[], HttpResponse]) -> HttpResponse:
         return kept
     with _lock:
         gate = _rendering.setdefault(key, threading.Lock())
-    with gate:
+    if not gate.acquire(blocking=False):
+        # Another request renders it: this one most likely only waits for its result, so its
+        # database connection goes back to the pool meanwhile, for the other pages' sign-in
+        # reads (100 waiting pages held every pooled connection while one rendered).
+        _release_connections()
+        gate.acquire()
+    try:
         kept = _recall(key)
         if kept is not None:
             return kept
@@ -69,7 +76,17 @@ def render_shared(key: str, render: Callable[[], HttpResponse]) -> HttpResponse:
         finally:
             with _lock:
                 _rendering.pop(key, None)
+    finally:
+        gate.release()
     return response
+
+
+def _release_connections() -> None:
+    """Close this thread's database connections outside a transaction (pooled: give them back;
+    the next query takes one again)."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 def forget() -> None:

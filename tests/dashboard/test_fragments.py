@@ -104,3 +104,50 @@ def test_anonymous_readers_and_forms_are_never_shared() -> None:
     for _ in range(2):
         middleware(_request(f"/what-if/?fragment=form&live={SEQ}"))
     assert form.calls == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_waiting_for_anothers_render_gives_its_connection_back() -> None:
+    """A refresh that waits while another request renders the same fragment holds no database
+    connection meanwhile (pooled: it goes back for the other pages); it gets the render."""
+    from django.db import connection, connections
+
+    if connection.vendor == "sqlite":
+        pytest.skip("in-memory SQLite keeps its one connection; the PostgreSQL run checks")
+    rendering = threading.Event()
+    seen: dict[str, object] = {}
+    calls: list[bool] = []
+
+    def render(request) -> HttpResponse:
+        rendering.set()
+        # Finish only once the waiting page's connection is closed (it waits for this render).
+        for _ in range(1000):
+            wrapper = seen.get("wrapper")
+            if wrapper is not None and wrapper.connection is None:  # type: ignore[attr-defined]
+                break
+            time.sleep(0.01)
+        calls.append(True)
+        return HttpResponse(b"<table>rows</table>", content_type="text/html")
+
+    middleware = SharedFragmentMiddleware(render)
+    path = f"/claims/?fragment=table&live={SEQ}"
+    renderer = threading.Thread(target=lambda: middleware(_request(path)))
+    renderer.start()
+    assert rendering.wait(timeout=10)
+
+    def waiter() -> None:
+        try:
+            User.objects.count()  # the sign-in read opens a connection
+            seen["open before"] = connection.connection is not None
+            seen["wrapper"] = connections["default"]
+            seen["body"] = middleware(_request(path)).content
+            seen["open after"] = connection.connection is not None
+        finally:
+            connection.close()
+
+    waiting = threading.Thread(target=waiter)
+    waiting.start()
+    waiting.join()
+    renderer.join()
+    assert seen["open before"] is True and seen["open after"] is False
+    assert seen["body"] == b"<table>rows</table>" and calls == [True]
