@@ -234,7 +234,8 @@ def warm_live_simulation() -> int:
     with _simulations_lock:
         if key not in _live:
             _keep_live(key, sim)
-    settle_heap()
+    # Its pools (a second of building at 5,000 nodes) frozen without a young pass over them.
+    settle_heap(young_pass=False)
     return len(sim.view.nodes)
 
 

@@ -129,7 +129,7 @@ def cluster_state(
     return state, _slice_cache
 
 
-def settle_heap() -> None:
+def settle_heap(*, young_pass: bool = True) -> None:
     """Keep the cached cluster out of the collections that later requests set off.
 
     A 1,000-node state is hundreds of thousands of long-lived containers; every full collection
@@ -144,6 +144,9 @@ def settle_heap() -> None:
     `_FULL_COLLECT_SECONDS`: the memory such cycles can hold stays bounded (parsed state holds
     few cycles), and a churning cluster pays for a full collection once in many changes.
     (`gc.get_freeze_count()` walks the frozen heap: it is no cheap measure of its growth.)
+
+    `young_pass=False` (the warm-up, which pauses the collector: all it built is young) freezes
+    without the pass; the next full collection frees what garbage it froze.
     """
     global _last_full_collect
     now = time.monotonic()
@@ -156,7 +159,8 @@ def settle_heap() -> None:
         gc.freeze()
         return
     if now - _last_full_collect < _FULL_COLLECT_SECONDS:
-        gc.collect(1)
+        if young_pass:
+            gc.collect(1)
         gc.freeze()
         return
     gc.unfreeze()
