@@ -8,9 +8,11 @@ devices of slices whose version differs now, or that are new, are evaluated agai
 keep their outcome. So a change written while no process ran (another process, an import, a
 sync in a worker) costs CEL over what it changed, and the first answer equals one from scratch.
 
-The outcomes are valid only for the classes' selectors they were decided with: the row carries a
-digest of every class's name and selectors, and of OUTCOMES_VERSION (raised when how an outcome
-is decided changes); under another digest nothing is used.
+The outcomes are valid only for the classes' selectors they were decided with, and for the code
+that decided them: the row carries a digest of every class's name and selectors, of the CEL
+adapter's and `classes`' source and the CEL libraries' versions (a deployment that changes how
+a device is decided evaluates again), and of OUTCOMES_VERSION; under another digest nothing is
+used.
 """
 
 from __future__ import annotations
@@ -18,16 +20,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import uuid
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import orjson
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+import dralib.allocator.cel
 from claims.models import KeptMembership
 
 __all__ = [
@@ -43,8 +50,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Raised whenever the CEL environment or `classes._outcome` would decide a device differently.
+# Raised when what is stored changes meaning (the code's own changes are in `_code_digest`).
 OUTCOMES_VERSION = 1
+# The third-party distributions under the CEL adapter (cel_expr_python, re2): their versions
+# count.
+_CEL_LIBRARIES = ("cel-expr-python", "google-re2")
 _NAME = "class-membership"
 
 # One device's outcome: the classes it belongs to, and (class, message) of runtime errors.
@@ -62,15 +72,42 @@ class StoredOutcomes:
 
 
 def classes_digest(classes: Iterable[tuple[str, Any]]) -> str:
-    """A digest of the classes' names and selectors (what outcomes depend on) and of
-    OUTCOMES_VERSION."""
+    """A digest of the classes' names and selectors (what outcomes depend on), of the code that
+    decides them and of OUTCOMES_VERSION."""
     text = json.dumps(
-        [OUTCOMES_VERSION, sorted(classes, key=lambda pair: pair[0])],
+        [OUTCOMES_VERSION, _code_digest(), sorted(classes, key=lambda pair: pair[0])],
         sort_keys=True,
         separators=(",", ":"),
         default=str,
     )
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """The source of the CEL adapter (with the quantity and semver types it uses) and of
+    `classes`, and the CEL libraries' versions: read once per process (a few ms)."""
+    allocator = Path(dralib.allocator.cel.__file__).resolve().parent.parent
+    files = [
+        *sorted((allocator / "cel").glob("*.py")),
+        allocator / "quantity.py",
+        allocator / "semver.py",
+        Path(__file__).resolve().with_name("classes.py"),
+    ]
+    digest = hashlib.sha256()
+    try:
+        for path in files:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    except OSError:
+        # Sources not shipped: this process's outcomes are stored for nobody, and it uses none.
+        return uuid.uuid4().hex
+    for name in _CEL_LIBRARIES:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        digest.update(f"{name}={version}".encode())
+    return digest.hexdigest()
 
 
 def _instant(value: Any) -> str | None:

@@ -239,3 +239,20 @@ def test_a_small_cluster_is_not_stored(monkeypatch: pytest.MonkeyPatch) -> None:
     first = class_membership()
     assert 0 < len(first.keys) < 2000
     assert not KeptMembership.objects.exists()
+
+
+@pytest.mark.django_db
+def test_outcomes_decided_by_other_code_are_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment whose CEL adapter or libraries differ evaluates every device again."""
+    from claims.devices import stored
+
+    load_demo(nodes=5, seed=1)
+    forget_membership_everywhere()
+    first = class_membership()
+    forget_membership()
+    assert class_membership().evaluations == 0
+    monkeypatch.setattr(stored, "_code_digest", lambda: "another deployment")
+    forget_membership()
+    again = class_membership()
+    assert again.evaluations == first.evaluations
+    _same(again, first)
