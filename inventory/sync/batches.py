@@ -27,7 +27,9 @@ def apply_events(
     handler = handler_for(kind)
     result = BatchResult()
     events, result.superseded = latest_states(events)
-    with gc_paused(), transaction.atomic():
+    # No savepoint of its own inside a caller's transaction (the watch sink's, with the cursor):
+    # a failure here fails the caller's batch anyway, and a savepoint is two more round trips.
+    with gc_paused(), transaction.atomic(savepoint=False):
         writer = BatchWriter(handler, result)
         for event_type, raw in events:
             if event_type == "DELETED":
@@ -73,7 +75,7 @@ def upsert_events(
     kind: str, pairs: Iterable[tuple[JSON, JSON | None]], *, publish: bool = True
 ) -> BatchResult:
     """Upsert (raw, normalized-or-None) objects of one kind in one transaction."""
-    with gc_paused(), transaction.atomic():
+    with gc_paused(), transaction.atomic(savepoint=False):
         replacement = Replacement(kind, keep_missing=True)
         for raw, obj in pairs:
             replacement.add(raw, obj)
@@ -92,7 +94,7 @@ def replace_all(
     Upserts each object and deletes the rest: what a relist after 410 Gone and a full
     snapshot import do. An object that fails to normalize is recorded and its stored row kept.
     """
-    with gc_paused(), transaction.atomic():
+    with gc_paused(), transaction.atomic(savepoint=False):
         replacement = Replacement(kind, scope_namespace=scope_namespace)
         # Consumed once, so a caller's generator can let go of each object once it is written.
         for raw, obj in pairs:

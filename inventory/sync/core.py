@@ -11,7 +11,6 @@ import json
 import logging
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -23,6 +22,7 @@ from django.db.models.base import ModelState
 from django.utils.dateparse import parse_datetime
 
 from inventory.models import KubeObject, SkippedObject
+from inventory.sync.pgcopy import COPY_MIN_ROWS, copy_rows, copy_update, server_bound_cursor
 
 log = logging.getLogger("inventory.sync")
 
@@ -33,8 +33,6 @@ MAX_QUERY_VALUES = 500
 # Rows in one multi-row INSERT on SQLite (fewer when the columns would pass its parameter limit);
 # PostgreSQL sends every row through one pipelined executemany instead.
 MAX_INSERT_ROWS = 500
-# From this many rows PostgreSQL inserts by COPY (fewer: one pipelined INSERT per row).
-COPY_MIN_ROWS = 50
 
 
 @dataclass
@@ -436,67 +434,22 @@ def update_rows(model: type[models.Model], rows: list[Any], fields: list[str]) -
     # table (the claims watcher, and the pods watcher re-linking templates) then wait for each
     # other instead of deadlocking, which cost the loser its batch and a retry.
     rows = sorted(rows, key=_pk)
-    # The scratch table lives until the commit: only inside a transaction.
+    # The scratch table is emptied at every commit: only inside a transaction.
     if (
         connection.vendor == "postgresql"
         and len(rows) >= COPY_MIN_ROWS
         and connection.in_atomic_block
     ):
-        _copy_update(connection, opts, columns, rows, prepare)
+        copy_update(connection, opts, columns, rows, prepare)
         return
     params = ([*prepare([getattr(row, c.attname) for c in columns]), row.pk] for row in rows)
     if connection.vendor == "postgresql":
-        with _server_bound_cursor(connection) as cursor:
+        with server_bound_cursor(connection) as cursor:
             cursor.executemany(sql, params)
         return
     with connection.cursor() as cursor:
         # A list: Django's query log counts the parameter sets.
         cursor.executemany(sql, list(params))
-
-
-def _copy_update(
-    connection: Any,
-    opts: Any,
-    columns: list[Any],
-    rows: list[Any],
-    prepare: Callable[[list[Any]], list[Any]],
-) -> None:
-    """UPDATE by COPY into a temporary table and one UPDATE ... FROM it.
-
-    A pipelined UPDATE per row still cost the database a statement each: most of a batch of
-    200 updated events or pods. The table has the target's column types (made from it), lives
-    only in this transaction and is dropped at once, so several writes of a batch never meet.
-    """
-    quote = connection.ops.quote_name
-    table, pk = quote(opts.db_table), quote(opts.pk.column)
-    names = [quote(column.column) for column in columns]
-    scratch = quote(f"sync_update_{opts.db_table}")
-    with _server_bound_cursor(connection) as cursor:
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE {scratch} ON COMMIT DROP AS "
-            f"SELECT {pk}, {', '.join(names)} FROM {table} WITH NO DATA"
-        )
-        with cursor.copy(f"COPY {scratch} ({pk}, {', '.join(names)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row([row.pk, *prepare([getattr(row, c.attname) for c in columns])])
-        assignments = ", ".join(f"{name} = incoming.{name}" for name in names)
-        cursor.execute(
-            f"UPDATE {table} SET {assignments} FROM {scratch} AS incoming "
-            f"WHERE {table}.{pk} = incoming.{pk}"
-        )
-        cursor.execute(f"DROP TABLE {scratch}")
-
-
-@contextmanager
-def _server_bound_cursor(connection: Any) -> Iterator[Any]:
-    """A plain psycopg cursor on Django's connection (same transaction). It binds parameters
-    on the server and runs executemany in one pipeline; Django's cursor binds on the client,
-    quoting every value in Python: a third of an initial sync's time."""
-    import psycopg
-
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        yield cursor
 
 
 def insert_rows(
@@ -534,10 +487,10 @@ def insert_rows(
         return prepare([column.pre_save(row, True) for column in columns])
 
     if connection.vendor == "postgresql" and len(rows) >= COPY_MIN_ROWS:
-        _copy_rows(connection, opts, columns, rows, values, keys=keys, by_key=by_key)
+        copy_rows(connection, opts, columns, rows, values, keys=keys, by_key=by_key)
         return
     if connection.vendor == "postgresql":
-        with _server_bound_cursor(connection) as cursor:
+        with server_bound_cursor(connection) as cursor:
             # A generator: each row's parameters (its JSON dumped) live only while it is sent.
             cursor.executemany(
                 head + one + tail, (values(row) for row in rows), returning=bool(tail)
@@ -557,42 +510,3 @@ def insert_rows(
             if returning:
                 for pk, *key in cursor.fetchall():
                     by_key[tuple(key)].pk = pk
-
-
-def _copy_rows(
-    connection: Any,
-    opts: Any,
-    columns: list[Any],
-    rows: list[Any],
-    values: Callable[[Any], list[Any]],
-    *,
-    keys: list[Any],
-    by_key: dict[tuple[Any, ...], Any],
-) -> None:
-    """INSERT by COPY, then read the new pks back by their unique key in one query.
-
-    An INSERT per row, even pipelined, cost the database a statement each: a 150,000-pod
-    initial sync spent most of its time there. COPY returns no rows, so the pks are selected
-    again (`keys` are the columns of a unique key, none when the caller needs no pks): by the
-    key column with the most distinct values among the rows (a device's slice, not its name),
-    the rest matched here. Devices, keyed by slice and name, were inserted a statement each.
-    """
-    quote = connection.ops.quote_name
-    names = ", ".join(quote(column.column) for column in columns)
-    with _server_bound_cursor(connection) as cursor:
-        with cursor.copy(f"COPY {quote(opts.db_table)} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(values(row))
-        if not keys:
-            return
-        narrowest = max(keys, key=lambda key: len({getattr(row, key.attname) for row in rows}))
-        cursor.execute(
-            f"SELECT {quote(opts.pk.column)}, {', '.join(quote(key.column) for key in keys)} "
-            f"FROM {quote(opts.db_table)} WHERE {quote(narrowest.column)} = ANY(%s)",
-            [list({getattr(row, narrowest.attname) for row in rows})],
-        )
-        for pk, *found in cursor.fetchall():
-            # Rows stored before, under the same narrowing value, are not ours.
-            row = by_key.get(tuple(found))
-            if row is not None:
-                row.pk = pk
