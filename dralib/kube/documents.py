@@ -328,6 +328,8 @@ class _Loader(_Parser):  # type: ignore[misc]
         self.may_resolve = frozenset(self.yaml_implicit_resolvers)
         # A surrogate can only come from the text itself or from an escape sequence.
         self.check_surrogates = bool(_SURROGATE.search(text)) or "\\" in text
+        # Untagged collections resolve to the default tags unless path resolvers are set.
+        self.plain_collections = not self.yaml_path_resolvers
 
     def check_node(self) -> bool:
         raise TypeError("read documents with documents(): the node composers are not bounded")
@@ -438,8 +440,12 @@ class _Loader(_Parser):  # type: ignore[misc]
         if depth > self.limits.max_depth:
             raise self.fail(f"nested deeper than {self.limits.max_depth} levels", event)
         get_event = self.get_event
+        if event.tag is not None or not self.plain_collections:
+            if kind is yaml.SequenceStartEvent:
+                self._collection_tag(event, yaml.SequenceNode, _SEQ_TAG)
+            elif kind is yaml.MappingStartEvent:
+                self._collection_tag(event, yaml.MappingNode, _MAP_TAG)
         if kind is yaml.SequenceStartEvent:
-            self._collection_tag(event, yaml.SequenceNode, _SEQ_TAG)
             items: list[Any] = []
             while True:
                 item = get_event()
@@ -447,17 +453,61 @@ class _Loader(_Parser):  # type: ignore[misc]
                     return items
                 items.append(self._value(item, depth + 1))
         if kind is yaml.MappingStartEvent:
-            self._collection_tag(event, yaml.MappingNode, _MAP_TAG)
-            mapping: dict[str, Any] = {}
-            while True:
-                key_event = get_event()
-                if type(key_event) is yaml.MappingEndEvent:
-                    return mapping
-                key = self._key(key_event, depth + 1)
-                if key in mapping:
-                    raise self.fail(f"duplicate key {key!r}", key_event)
-                mapping[key] = self._value(get_event(), depth + 1)
+            return self._mapping(depth)
         raise self.fail(f"unexpected YAML event {kind.__name__}", event)
+
+    def _mapping(self, depth: int) -> dict[str, Any]:
+        """The entries of a mapping whose start event was read.
+
+        Most keys and values are plain scalars: counted and taken here, with what `_key`,
+        `_count` and `_scalar` would do for them (three calls per scalar were most of reading
+        a large YAML snapshot); anything else goes through those.
+        """
+        get_event = self.get_event
+        scalar_event = yaml.ScalarEvent
+        max_nodes = self.limits.max_nodes
+        may_resolve = self.may_resolve
+        resolved = self.resolved
+        plain = not self.check_surrogates
+        mapping: dict[str, Any] = {}
+        while True:
+            key_event = get_event()
+            if type(key_event) is yaml.MappingEndEvent:
+                return mapping
+            if (
+                plain
+                and type(key_event) is scalar_event
+                and key_event.anchor is None
+                and key_event.tag is None
+                and self.nodes < max_nodes
+                and (
+                    not key_event.implicit[0]
+                    or key_event.value[:1] not in may_resolve
+                    or key_event.value in resolved
+                )
+            ):
+                self.nodes += 1
+                key = key_event.value
+            else:
+                key = self._key(key_event, depth + 1)
+            if key in mapping:
+                raise self.fail(f"duplicate key {key!r}", key_event)
+            value_event = get_event()
+            if (
+                plain
+                and type(value_event) is scalar_event
+                and value_event.anchor is None
+                and value_event.tag is None
+                and self.nodes < max_nodes
+            ):
+                self.nodes += 1
+                value = value_event.value
+                if value_event.implicit[0] and value[:1] in may_resolve:
+                    known = resolved.get(value, _UNRESOLVED)
+                    value = self._scalar(value_event) if known is _UNRESOLVED else known
+                mapping[key] = value
+            else:
+                mapping[key] = self._value(value_event, depth + 1)
 
     def _key(self, event: Any, depth: int) -> str:
         if type(event) is not yaml.ScalarEvent:

@@ -351,3 +351,62 @@ def test_json_fast_check_agrees_with_the_full_check(text: str) -> None:
         except DocumentError as exc:
             outcomes.append(str(exc))
     assert outcomes[0] == outcomes[1]
+
+
+# Mappings whose plain keys and values the builder takes without its general path, and what
+# that path refuses: every case is read both ways and must come out the same.
+FAST_PATH_CASES = [
+    "name: n\nnamespace: ns\nnodeName: x\nyes: 1\n'on': off\nnull: ~\ntrue: false\n",
+    "a: 1\nb: 0x10\nc: 1e3\nd: 2026-01-02T08:00:00Z\ne: '007'\nf: \"y\"\ng: .5\nh: -1\n",
+    "a: {b: [1, {c: d}], e: {}}\nf: []\n",
+    "a: 1\na: 2\n",
+    "a: !!binary aGk=\n",
+    "!!str a: b\n",
+    "a: &x 1\n",
+    "&x a: 1\n",
+    "a: .nan\n",
+    ".inf: a\n",
+    "? [a]\n: x\n",
+    "a: {b: {c: {d: {e: 1}}}}\n",
+    "a: b\nc: d\ne: f\ng: h\n",
+]
+
+
+@LOADERS
+@pytest.mark.parametrize("text", FAST_PATH_CASES)
+@pytest.mark.parametrize("max_nodes", [3, 4, 5, 7, 9, 100])
+def test_plain_scalar_shortcut_reads_as_the_general_path(
+    loader: Any, text: str, max_nodes: int
+) -> None:
+    """A mapping read through the plain-scalar shortcut gives the value, or the error (same
+    reason and line), that the general path gives: a backslash in a comment turns the
+    shortcut off for the whole input."""
+    limits = Limits(max_nodes=max_nodes, max_depth=4)
+    general = text + "# \\\\ turns the shortcut off\n"
+    outcomes = []
+    for given in (text, general):
+        try:
+            outcomes.append(_values(given, loader_class=loader, limits=limits))
+        except DocumentError as exc:
+            outcomes.append((exc.reason, exc.line))
+    assert outcomes[0] == outcomes[1]
+
+
+@LOADERS
+def test_plain_keys_skip_the_general_path(loader: Any) -> None:
+    """Plain keys (resolvable ones once resolved) are taken without `_key`; with the shortcut
+    off, every key goes through it."""
+    calls = [0]
+
+    class Counting(loader or documents._Loader):  # type: ignore[misc]
+        def _key(self, event: Any, depth: int) -> str:
+            calls[0] += 1
+            return super()._key(event, depth)
+
+    text = "".join(f"- {{name: n{i}, uid: u{i}, 'q': x}}\n" for i in range(50))
+    assert len(_values(text, loader_class=Counting)[0]) == 50
+    # "name" starts like "null"/"no": resolved once, then taken from the cache.
+    assert calls[0] == 1
+    calls[0] = 0
+    _values(text + "# \\\n", loader_class=Counting)
+    assert calls[0] == 150
