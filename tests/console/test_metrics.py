@@ -380,8 +380,9 @@ def test_scrape_query_count_does_not_grow_with_the_cluster(demo_cluster, per_poo
     # and taints, pending claims per class), three more while the membership and units are
     # brought up to date after the slices changed.
     # The first scrape reads every pod's health report; the second follows the change instead
-    # (the claims written since: one query either way, whatever their number).
-    assert len(large) - 1 <= len(small) <= 53  # PostgreSQL takes a few more than SQLite
+    # (the claims written since: one query either way, whatever their number). The first
+    # scrape of a process also reads the membership outcomes an earlier one stored.
+    assert len(large) - 1 <= len(small) <= 55  # PostgreSQL takes a few more than SQLite
 
 
 def test_scrape_without_per_pool_series_does_not_grow_with_the_pools(demo_cluster) -> None:
