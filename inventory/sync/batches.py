@@ -116,14 +116,17 @@ class Replacement:
     ) -> None:
         self.handler = handler_for(kind)
         self.result = BatchResult()
-        self.writer = BatchWriter(self.handler, self.result)
+        # Nothing stored of the kind (the initial sync, a first import): every object is new,
+        # so none is looked up before it is written, and none can be stale at the end.
+        self.was_empty = not self.handler.model.objects.exists()
+        self.writer = BatchWriter(self.handler, self.result, new_only=self.was_empty)
         self.keep_missing = keep_missing
         self.scope_namespace = scope_namespace
         self.seen: set[str] = set()
 
     def add(self, raw: JSON, obj: JSON | None = None) -> None:
         """Queue one object (normalized here when `obj` is None); written with its segment."""
-        if not self.keep_missing:
+        if not self.keep_missing and not self.was_empty:
             self.seen.add(object_uid(raw))
         self.writer.upsert(raw, obj)
 
@@ -131,7 +134,7 @@ class Replacement:
         """Write what is queued, delete what was not seen (unless kept), recompute pools."""
         self.writer.flush()
         result, handler = self.result, self.handler
-        if not self.keep_missing:
+        if not self.keep_missing and not self.was_empty:
             stored = handler.model.objects.all()
             if self.scope_namespace is not None:
                 stored = stored.filter(namespace=self.scope_namespace)

@@ -129,11 +129,20 @@ def _normalize(raw: Mapping[str, Any]) -> JSON:
 
 
 class BatchWriter:
-    """Collects the objects of one batch of one kind and writes them in bulk."""
+    """Collects the objects of one batch of one kind and writes them in bulk.
 
-    def __init__(self, handler: KindHandler, result: BatchResult) -> None:
+    `new_only` says no object is stored yet (a relist into an empty table: the initial sync),
+    so segments are inserted without reading stored rows first. Should that be wrong (another
+    writer stored one meanwhile), the insert fails on the uid and the segment is written again
+    object by object, reading what is stored.
+    """
+
+    def __init__(
+        self, handler: KindHandler, result: BatchResult, *, new_only: bool = False
+    ) -> None:
         self.handler = handler
         self.result = result
+        self.new_only = new_only
         self.segment = Segment()
         self._skipped: set[tuple[str, str]] | None = None
 
@@ -215,7 +224,7 @@ class BatchWriter:
         attempt = BatchResult()
         try:
             with transaction.atomic():
-                write_segment(self.handler, segment, attempt)
+                write_segment(self.handler, segment, attempt, new_only=self.new_only)
         except WRITE_ERRORS as exc:
             log.info(
                 "bulk write of %d %s failed (%s); writing them one by one",
@@ -270,13 +279,16 @@ class BatchWriter:
                 self.result.unskipped += 1
 
 
-def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -> None:
-    """Remove, create and update the objects of one segment."""
+def write_segment(
+    handler: KindHandler, segment: Segment, result: BatchResult, *, new_only: bool = False
+) -> None:
+    """Remove, create and update the objects of one segment (`new_only`: none is stored)."""
     if segment.removals:
         _remove(handler, segment.removals, result)
     if not segment.items:
         return
-    _load_stored(handler, segment.items)
+    if not new_only:
+        _load_stored(handler, segment.items)
     changed: list[Pending] = []
     for item in segment.items:
         # The stored form: a kind may keep less than the object (a pod without claims).
@@ -297,7 +309,8 @@ def write_segment(handler: KindHandler, segment: Segment, result: BatchResult) -
     written: list[Written] = []
     model = handler.model
     if creates:
-        _remove_recreated(handler, creates, result)
+        if not new_only:
+            _remove_recreated(handler, creates, result)
         rows = [new_row(model, uid=item.uid, **item.columns) for item in creates]
         insert_rows(model, rows, returning=("uid",))
         result.created += len(rows)

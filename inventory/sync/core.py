@@ -460,8 +460,9 @@ def insert_rows(
     The pks come back with the `returning` columns (a unique key of the rows), so no
     assumption is made about the order of returned rows. Used instead of bulk_create, whose
     UNNEST arrays psycopg quotes character by character on PostgreSQL: most of an import's time.
-    PostgreSQL runs one single-row statement per row in a pipeline (parsed once); SQLite,
-    multi-row statements within its parameter limit.
+    PostgreSQL runs one single-row statement per row in a pipeline (parsed once), or from
+    COPY_MIN_ROWS rows on a COPY (`pgcopy.copy_rows`); SQLite, multi-row statements within its
+    parameter limit.
     """
     if not rows:
         return
@@ -487,7 +488,7 @@ def insert_rows(
         return prepare([column.pre_save(row, True) for column in columns])
 
     if connection.vendor == "postgresql" and len(rows) >= COPY_MIN_ROWS:
-        copy_rows(connection, opts, columns, rows, values, keys=keys, by_key=by_key)
+        copy_rows(connection, opts, columns, rows, values, with_pks=bool(returning))
         return
     if connection.vendor == "postgresql":
         with server_bound_cursor(connection) as cursor:
