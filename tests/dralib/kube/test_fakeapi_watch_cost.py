@@ -68,8 +68,8 @@ def open_watch(api: client.ApiClient, resource_version: str) -> WatchStream:
 def test_a_change_costs_a_watch_the_new_changes_not_the_history(
     server: FakeApiServer, api: client.ApiClient
 ) -> None:
-    """Each slice change reaches the slice watch alone in its chunk, having read a handful of
-    changes from a history of 5,000 pod changes (a whole pass read all 5,000 per wake)."""
+    """Each slice change reaches the slice watch after the server read a handful of changes
+    from a history of 5,000 pod changes (a whole pass read all 5,000 per wake)."""
     stream = open_watch(api, server.resource_version)
     events = iter(stream)
     assert server.wait_for_watches(1)
@@ -89,8 +89,8 @@ def test_a_change_costs_a_watch_the_new_changes_not_the_history(
 def test_a_lagging_watch_reads_back_to_its_cursor_only(
     server: FakeApiServer, api: client.ApiClient
 ) -> None:
-    """A watch from a version 10 changes back replays those 10 (one slice among them) after
-    reading about them alone, not the 5,000 before."""
+    """A watch from a version 10 changes back (one slice, nine pods) gets the slice after the
+    server read about those 10 changes, not the 5,000 before them."""
     start = server.resource_version
     server.apply(slice_obj("slice-a"))
     for i in range(9):
