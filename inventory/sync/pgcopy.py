@@ -47,11 +47,12 @@ class _CountingCursor:
 def server_bound_cursor(connection: Any) -> Iterator[Any]:
     """A plain psycopg cursor on Django's connection (same transaction). It binds parameters
     on the server and runs executemany in one pipeline; Django's cursor binds on the client,
-    quoting every value in Python: a third of an initial sync's time."""
+    quoting every value in Python: a third of an initial sync's time. Errors are Django's, as
+    from Django's cursor: the writer falls back to object by object on IntegrityError."""
     import psycopg
 
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         yield _CountingCursor(cursor)
 
 

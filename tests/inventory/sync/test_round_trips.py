@@ -1,5 +1,6 @@
-"""What a batch costs the database, by statements: the same for 60 objects as for 180, and on
-PostgreSQL the update scratch table is kept by the session, not made again in every batch."""
+"""What a batch costs the database, by statements: the same for 60 objects as for 180; on
+PostgreSQL the update scratch table is kept by the session, not made again in every batch; the
+initial sync reads no stored rows."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from claims.models import ResourceClaim
-from inventory.sync import apply_events
+from inventory.models import Node
+from inventory.sync import Replacement, apply_events, replace_all
 from inventory.sync.pgcopy import COPY_MIN_ROWS, STATEMENTS, scratch_name
+from tests.inventory.sync.objects import node
 from tests.inventory.sync.test_write import claim
 
 
@@ -89,3 +92,52 @@ def test_the_update_scratch_table_is_made_once_per_session():
             assert cursor.fetchone()[0] == 0
     assert oids[0] == oids[1]
     assert set(ResourceClaim.objects.values_list("resource_version", flat=True)) == {"3"}
+
+
+def listed_node(name: str, *, rv: str) -> dict:
+    obj = node(name)
+    obj["metadata"].update(uid=f"uid-{name}", resourceVersion=rv)
+    return obj
+
+
+def node_reads(queries: CaptureQueriesContext) -> int:
+    return sum(
+        1
+        for query in queries.captured_queries
+        if query["sql"].startswith("SELECT") and '"inventory_node"' in query["sql"]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_relist_into_an_empty_kind_reads_no_stored_rows():
+    """The initial sync (nothing of the kind stored) reads the kind's table once, to see it is
+    empty, for any number of objects; a relist over stored rows reads them."""
+    nodes = [listed_node(f"n{i}", rv="1") for i in range(COPY_MIN_ROWS * 3)]
+    with CaptureQueriesContext(connection) as first:
+        result = replace_all("Node", [(obj, None) for obj in nodes])
+    assert result.upserted == len(nodes)
+    assert node_reads(first) == 1
+    with CaptureQueriesContext(connection) as again:
+        result = replace_all("Node", [(obj, None) for obj in nodes])
+    assert (result.upserted, result.unchanged) == (0, len(nodes))
+    assert node_reads(again) > 1
+    assert sorted(Node.objects.values_list("name", flat=True)) == sorted(
+        f"n{i}" for i in range(len(nodes))
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_object_stored_while_the_kind_was_taken_for_empty_is_updated():
+    """Should an object be stored after the relist saw the kind empty, its insert fails on the
+    uid and the segment is written again reading what is stored: one row, the listed state."""
+    with transaction.atomic():
+        replacement = Replacement("Node")
+        assert replacement.was_empty
+        apply_events("Node", [("ADDED", listed_node("n0", rv="1"))])
+        for i in range(COPY_MIN_ROWS + 1):
+            replacement.add(listed_node(f"n{i}", rv="2"))
+        result = replacement.finish(publish=False)
+    assert result.skipped == []
+    assert dict(Node.objects.values_list("name", "resource_version")) == {
+        f"n{i}": "2" for i in range(COPY_MIN_ROWS + 1)
+    }
