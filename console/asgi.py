@@ -17,6 +17,7 @@ from django.db import connections  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
 from dashboard.cancel import CancelOnDisconnect  # noqa: E402
 from dashboard.security import WebsocketOriginValidator, harden  # noqa: E402
+from dashboard.threads import KeptRequestThreads  # noqa: E402
 
 
 def close_request_connections(sender: object, **_: object) -> None:
@@ -41,10 +42,13 @@ if settings.EMBEDDED_SYNC:
 
     embedded.start()
 
+# Requests reuse the threads of earlier ones instead of a new thread each (dashboard/threads.py).
+request_threads = KeptRequestThreads(django_asgi_app)
+
 application = ProtocolTypeRouter(
     {
         # A search whose client went away, or that runs when the server stops, is cancelled.
-        "http": CancelOnDisconnect(django_asgi_app),
+        "http": CancelOnDisconnect(request_threads),
         "websocket": WebsocketOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
