@@ -8,8 +8,9 @@ request, so the live events of the next change sat undelivered meanwhile (bench_
 the event loop's samples). `KeptRequestThreads` lends each HTTP request a one-thread executor
 from those kept idle (Django's own per-request context then defers to it) and takes it back once
 everything the request queued on it has run; a request finding none idle gets a new one, so
-nothing ever waits for a thread. A reused thread starts clean as under WSGI: Django closes the
-request's database connections when it ends (`console.asgi.close_request_connections`).
+nothing ever waits for a thread. A reused thread starts clean as under WSGI: the request's
+database connections are closed when it ends (the ASGI application's `request_finished`
+receiver).
 """
 
 from __future__ import annotations
