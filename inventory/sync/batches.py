@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import closing
 from queue import Empty, Full, Queue
 from typing import Any
@@ -124,7 +124,7 @@ class _Failed:
 _END = object()
 
 
-def prefetched(pairs: Iterable[tuple[JSON, JSON | None]]) -> Iterator[tuple[JSON, JSON | None]]:
+def prefetched(pairs: Iterable[tuple[JSON, JSON | None]]) -> Generator[tuple[JSON, JSON | None]]:
     """`pairs`, read and normalized by a thread of its own at most PREFETCH_OBJECTS ahead.
 
     A relist's pages were fetched, parsed and normalized while the database waited, and
