@@ -368,6 +368,7 @@ def ingest_once(server: ApiServerProcess, kubeconfig: Path, *, steps: int) -> fl
                 db = database_cpu_since(db_cpu)
             time.sleep(0.01 if committed[0] < changes else 0.5)
         elapsed = last_commit[0] - started
+        db = db or database_cpu_since(db_cpu)
         # Comparing with the server after the last commit is not ingest; this reads it too.
         cpu = time.process_time() - cpu
     watch_loop.KindWatcher.commit = original  # type: ignore[method-assign]
