@@ -82,14 +82,16 @@ def link_claims_of_pods(pods: Iterable[tuple[str, str]]) -> int:
     pods = list(pods)
     if not pods:
         return 0
-    namespaces = {namespace for namespace, _ in pods}
-    names = {name for _, name in pods}
+    names = sorted({name for _, name in pods})
     wanted = set(pods)
+    # By owner_pod alone, its index: a namespace filter beside it made SQLite scan the
+    # namespaces' claims instead. Pods of the same name elsewhere are left out here.
     claims = [
         claim
-        for claim in ResourceClaim.objects.filter(
-            namespace__in=namespaces, owner_pod__in=names
-        ).only("pk", "namespace", "owner_pod", "template_name", "obj")
+        for part in chunks(names)
+        for claim in ResourceClaim.objects.filter(owner_pod__in=part).only(
+            "pk", "namespace", "owner_pod", "template_name", "obj"
+        )
         if (claim.namespace, claim.owner_pod) in wanted
     ]
     return link_templates(claims)
