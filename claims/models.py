@@ -13,7 +13,7 @@ from inventory.models import KubeObject
 class NamespacedObject(KubeObject):
     """A namespaced Kubernetes object; names are unique within a namespace."""
 
-    namespace = models.CharField(max_length=253, db_index=True)
+    namespace = models.CharField(max_length=253)
 
     class Meta:
         abstract = True
@@ -26,13 +26,12 @@ class ResourceClaim(NamespacedObject):
     kept and shown but flagged so that what-if does not pretend to simulate them.
     """
 
-    state = models.CharField(max_length=32, choices=ClaimState.choices, db_index=True)
+    state = models.CharField(max_length=32, choices=ClaimState.choices)
     classic = models.BooleanField(default=False)
     node_name = models.CharField(
         max_length=253,
         blank=True,
         default="",
-        db_index=True,
         help_text="The node the allocation is bound to, when its nodeSelector names one node.",
     )
     device_classes = models.JSONField(default=list, blank=True)
@@ -48,9 +47,12 @@ class ResourceClaim(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="claim_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="claim_ns_name_unique"),
         ]
         indexes = [
+            models.Index(fields=["state"], name="claim_state_idx"),
+            models.Index(fields=["node_name"], name="claim_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
             models.Index(fields=["synced_at"], name="claim_synced_idx"),
             # What-if lists the allocated claims' versions after every change: from this index
@@ -79,6 +81,7 @@ class ResourceClaimTemplate(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="template_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="template_ns_name_unique"),
         ]
 
@@ -142,9 +145,9 @@ class Pod(NamespacedObject):
     """
 
     phase = models.CharField(max_length=32, blank=True, default="")
-    node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    node_name = models.CharField(max_length=253, blank=True, default="")
     uses_claims = models.BooleanField(
-        default=False, db_index=True, help_text="The whole object is kept (the pod uses claims)."
+        default=False, help_text="The whole object is kept (the pod uses claims)."
     )
     priority = models.IntegerField(default=0, help_text="spec.priority")
     cpu_request = models.BigIntegerField(default=0, help_text="Requested cpu, millicores.")
@@ -175,10 +178,16 @@ class Pod(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="pod_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="pod_ns_name_unique"),
         ]
-        # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-        indexes = [models.Index(fields=["synced_at"], name="pod_synced_idx")]
+        indexes = [
+            # Also finds the unbound pods that use claims (node_name "", then uses_claims):
+            # they are few, and an index of its own on uses_claims cost every pod write more.
+            models.Index(fields=["node_name"], name="pod_node_idx"),
+            # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
+            models.Index(fields=["synced_at"], name="pod_synced_idx"),
+        ]
 
 
 class ResourceQuota(NamespacedObject):
@@ -190,6 +199,7 @@ class ResourceQuota(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="quota_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="quota_ns_name_unique"),
         ]
 
@@ -202,6 +212,7 @@ class LimitRange(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="limitrange_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="limitrange_ns_name_unique"),
         ]
 
@@ -210,7 +221,6 @@ class PriorityClass(KubeObject):
     """A scheduling.k8s.io/v1 PriorityClass: the priority admission gives pods that name it (or
     every pod without one, when it is the global default), and whether they may preempt."""
 
-    name = models.CharField(max_length=253, unique=True)
     value = models.IntegerField(default=0)
     global_default = models.BooleanField(default=False)
     preemption_policy = models.CharField(
@@ -219,6 +229,10 @@ class PriorityClass(KubeObject):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="priorityclass_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="priorityclass_name_unique"),
+        ]
 
 
 class PodDisruptionBudget(NamespacedObject):
@@ -238,6 +252,7 @@ class PodDisruptionBudget(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="pdb_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="pdb_ns_name_unique"),
         ]
 
@@ -267,6 +282,7 @@ class Event(NamespacedObject):
     class Meta:
         ordering = ["namespace", "-last_seen"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="event_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="event_ns_name_unique"),
         ]
         indexes = [
@@ -286,6 +302,7 @@ class PodSchedulingContext(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="psc_uid_unique"),
             models.UniqueConstraint(fields=["namespace", "name"], name="psc_ns_name_unique"),
         ]
 

@@ -20,10 +20,18 @@ _DRIVER_SELECTOR = re.compile(r'^\s*device\.driver\s*==\s*"([^"\\]+)"\s*$')
 
 
 class KubeObject(models.Model):
-    """Columns every synced Kubernetes object has."""
+    """Columns every synced Kubernetes object has.
 
-    uid = models.CharField(max_length=64, unique=True)
-    name = models.CharField(max_length=253, db_index=True)
+    Each model declares its own indexes in Meta, never with `unique=True`/`db_index=True` on a
+    text column: on PostgreSQL those also build a `varchar_pattern_ops` twin for LIKE 'x%',
+    which no query here uses, and every written row enters every index (issue #25: 12 indexes
+    on pods, 7 of them twins or covered, made a pod copy 1.5x slower). The uid is unique per
+    model (a `<model>_uid_unique` constraint); cluster-scoped names by `<model>_name_unique`,
+    namespaced ones by (namespace, name), whose index also serves lookups by namespace alone.
+    """
+
+    uid = models.CharField(max_length=64)
+    name = models.CharField(max_length=253)
     api_version = models.CharField(
         max_length=64, help_text="The apiVersion the server sent the object in."
     )
@@ -45,12 +53,15 @@ class KubeObject(models.Model):
 class Node(KubeObject):
     """A core/v1 Node: where node-local devices live and what node selectors match."""
 
-    name = models.CharField(max_length=253, unique=True)
     ready = models.BooleanField(default=False)
     unschedulable = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="node_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="node_name_unique"),
+        ]
         indexes = [
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
             models.Index(fields=["synced_at"], name="node_synced_idx"),
@@ -64,22 +75,27 @@ class Node(KubeObject):
 class Namespace(KubeObject):
     """A core/v1 Namespace: its labels decide what the API server admits there (admin access)."""
 
-    name = models.CharField(max_length=253, unique=True)
-
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="namespace_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="namespace_name_unique"),
+        ]
 
 
 class DeviceClass(KubeObject):
     """A resource.k8s.io DeviceClass: selectors and config that requests refer to by name."""
 
-    name = models.CharField(max_length=253, unique=True)
     selectors = models.JSONField(default=list, blank=True)
     config = models.JSONField(default=list, blank=True)
     extended_resource_name = models.CharField(max_length=253, blank=True, default="")
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="deviceclass_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="deviceclass_name_unique"),
+        ]
         verbose_name_plural = "device classes"
 
     @property
@@ -96,11 +112,14 @@ class DeviceClass(KubeObject):
 class ResourceClass(KubeObject):
     """A classic (v1alpha2) ResourceClass: the driver allocates claims of this class itself."""
 
-    name = models.CharField(max_length=253, unique=True)
-    driver_name = models.CharField(max_length=253, db_index=True)
+    driver_name = models.CharField(max_length=253)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="resourceclass_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="resourceclass_name_unique"),
+        ]
         verbose_name_plural = "resource classes"
 
 
@@ -121,7 +140,6 @@ class Pool(models.Model):
         max_length=253,
         blank=True,
         default="",
-        db_index=True,
         help_text="Set when every current slice of the pool is local to this one node.",
     )
     device_count = models.PositiveIntegerField(default=0)
@@ -131,6 +149,7 @@ class Pool(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["driver", "name"], name="pool_driver_name_unique"),
         ]
+        indexes = [models.Index(fields=["node_name"], name="pool_node_idx")]
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.name}"
@@ -143,15 +162,14 @@ class Pool(models.Model):
 class ResourceSlice(KubeObject):
     """A resource.k8s.io ResourceSlice: one published part of a pool."""
 
-    name = models.CharField(max_length=253, unique=True)
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="slices")
-    driver = models.CharField(max_length=253, db_index=True)
+    driver = models.CharField(max_length=253)
     pool_name = models.CharField(max_length=253)
     generation = models.BigIntegerField(default=0)
     current = models.BooleanField(
         default=True, help_text="Belongs to the highest generation of its pool."
     )
-    node_name = models.CharField(max_length=253, blank=True, default="", db_index=True)
+    node_name = models.CharField(max_length=253, blank=True, default="")
     all_nodes = models.BooleanField(default=False)
     node_selector = models.JSONField(null=True, blank=True)
     per_device_node_selection = models.BooleanField(default=False)
@@ -160,8 +178,14 @@ class ResourceSlice(KubeObject):
 
     class Meta:
         ordering = ["driver", "pool_name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="slice_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="slice_name_unique"),
+        ]
         indexes = [
+            # Also serves lookups by driver alone.
             models.Index(fields=["driver", "pool_name"], name="slice_pool_idx"),
+            models.Index(fields=["node_name"], name="slice_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
             models.Index(fields=["synced_at"], name="slice_synced_idx"),
             # ... and lists the versions of the table that changed from the index alone.
@@ -204,7 +228,6 @@ class Device(models.Model):
         max_length=253,
         blank=True,
         default="",
-        db_index=True,
         help_text="The node the device is local to (its own or its slice's nodeName).",
     )
     all_nodes = models.BooleanField(default=False)
@@ -227,6 +250,7 @@ class Device(models.Model):
         ]
         indexes = [
             models.Index(fields=["driver", "pool_name", "name"], name="device_identity_idx"),
+            models.Index(fields=["node_name"], name="device_node_idx"),
         ]
 
     def __str__(self) -> str:
@@ -240,7 +264,6 @@ class Device(models.Model):
 class DeviceTaintRule(KubeObject):
     """A DeviceTaintRule: taints applied to devices chosen by a selector."""
 
-    name = models.CharField(max_length=253, unique=True)
     driver = models.CharField(max_length=253, blank=True, default="")
     pool_name = models.CharField(max_length=253, blank=True, default="")
     device_name = models.CharField(max_length=253, blank=True, default="")
@@ -248,6 +271,10 @@ class DeviceTaintRule(KubeObject):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], name="taintrule_uid_unique"),
+            models.UniqueConstraint(fields=["name"], name="taintrule_name_unique"),
+        ]
 
 
 class SyncState(models.Model):

@@ -1,0 +1,170 @@
+"""The synced tables keep one index per lookup (issue #25): no pattern-ops twins, nothing another
+index covers, and every hot lookup still answered from an index on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from django.db import IntegrityError, connection, models, transaction
+from django.db.migrations.executor import MigrationExecutor
+
+from claims.models import Pod, ResourceClaim
+from inventory.models import Node, ResourceSlice
+
+BEFORE = [("claims", "0011_claim_owner_pod_idx"), ("inventory", "0009_listing_versions_index")]
+SINCE = datetime(2026, 11, 1, tzinfo=UTC)
+
+# Every index each hot table keeps, primary key aside; a new one costs every write of the table.
+KEPT = {
+    Pod: {"pod_uid_unique", "pod_ns_name_unique", "pod_node_idx", "pod_synced_idx"},
+    Node: {"node_uid_unique", "node_name_unique", "node_synced_idx", "node_versions_idx"},
+}
+
+# (what, the query, the columns its index must lead with)
+HOT_LOOKUPS: list[tuple[str, models.QuerySet, tuple[str, ...]]] = [
+    ("pod by uid", Pod.objects.filter(uid="u"), ("uid",)),
+    ("pod by name", Pod.objects.filter(namespace="ns", name="p"), ("namespace", "name")),
+    ("pods of a namespace", Pod.objects.filter(namespace="ns"), ("namespace",)),
+    ("pods of a node", Pod.objects.filter(node_name="n"), ("node_name",)),
+    (
+        "unbound pods with claims",
+        Pod.objects.filter(node_name="", uses_claims=True),
+        ("node_name",),
+    ),
+    # As claims.whatif.rows reads them: unordered.
+    ("pods written since", Pod.objects.filter(synced_at__gte=SINCE).order_by(), ("synced_at",)),
+    ("claim by uid", ResourceClaim.objects.filter(uid="u"), ("uid",)),
+    (
+        "claim by name",
+        ResourceClaim.objects.filter(namespace="ns", name="c"),
+        ("namespace", "name"),
+    ),
+    ("claims of a node", ResourceClaim.objects.filter(node_name="n"), ("node_name",)),
+    ("claims in a state", ResourceClaim.objects.filter(state="pending"), ("state",)),
+    (
+        "allocated claims' versions",
+        ResourceClaim.objects.filter(allocated_count__gt=0)
+        .order_by()
+        .values_list("namespace", "name", "uid", "resource_version", "synced_at"),
+        ("namespace", "name", "uid", "resource_version", "synced_at"),
+    ),
+    ("node by uid", Node.objects.filter(uid="u"), ("uid",)),
+    ("node by name", Node.objects.filter(name="n"), ("name",)),
+    (
+        "nodes' versions",
+        Node.objects.order_by().values_list("name", "uid", "resource_version", "synced_at"),
+        ("name", "uid", "resource_version", "synced_at"),
+    ),
+    ("slice by uid", ResourceSlice.objects.filter(uid="u"), ("uid",)),
+    ("slice by name", ResourceSlice.objects.filter(name="s"), ("name",)),
+    ("slices of a driver", ResourceSlice.objects.filter(driver="d"), ("driver",)),
+    ("slices of a node", ResourceSlice.objects.filter(node_name="n"), ("node_name",)),
+]
+# The index a plan reads: SQLite names a unique constraint's index sqlite_autoindex_<table>_N.
+_SQLITE_INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)")
+_POSTGRESQL_INDEX = re.compile(
+    r"Index (?:Only )?Scan (?:Backward )?using (\w+)|Index Scan on (\w+)"
+)
+
+
+def index_columns(table: str, index: str) -> tuple[str, ...]:
+    """The columns of one index of `table`, in order."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(f"PRAGMA index_info({connection.ops.quote_name(index)})")
+            return tuple(row[2] for row in cursor.fetchall())
+        constraints = connection.introspection.get_constraints(cursor, table)
+    return tuple(constraints[index]["columns"])
+
+
+def migrate(targets: list[tuple[str, str]] | None = None) -> MigrationExecutor:
+    """Migrate the test database to `targets` (default: every app's latest migration)."""
+    executor = MigrationExecutor(connection)
+    executor.migrate(targets or executor.loader.graph.leaf_nodes())
+    return MigrationExecutor(connection)
+
+
+@pytest.fixture
+def planner_prefers_indexes() -> Iterator[None]:
+    """PostgreSQL scans a near-empty table rather than read an index; with sequential scans
+    priced out, its plan shows whether an index can answer the query at all."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_seqscan = off")
+        yield
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("model", list(KEPT), ids=lambda m: m.__name__)
+def test_hot_tables_keep_only_their_indexes(model: type[models.Model]) -> None:
+    """Pods and nodes have no pattern-ops twin and no index another one covers."""
+    table = model._meta.db_table
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    names = {
+        name
+        for name, info in constraints.items()
+        if (info["index"] or info["unique"]) and not info["primary_key"]
+    }
+    assert names == KEPT[model]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("planner_prefers_indexes")
+@pytest.mark.parametrize(
+    ("lookup", "queryset", "leading"), HOT_LOOKUPS, ids=[h[0] for h in HOT_LOOKUPS]
+)
+def test_hot_lookups_read_an_index(
+    lookup: str, queryset: models.QuerySet, leading: tuple[str, ...]
+) -> None:
+    """Each lookup the sync, the pages and what-if make is answered from an index that leads
+    with the columns it looks up (or, for a listing, holds every column it reads)."""
+    plan = queryset.explain()
+    pattern = _SQLITE_INDEX if connection.vendor == "sqlite" else _POSTGRESQL_INDEX
+    found = pattern.search(plan)
+    assert found, plan
+    index = next(name for name in found.groups() if name)
+    columns = index_columns(queryset.model._meta.db_table, index)
+    assert columns[: len(leading)] == leading, (plan, columns)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_written_before_keep_their_uniqueness() -> None:
+    """Pods and nodes stored under the old indexes are kept, and a second row of a uid or a
+    name is still refused after the migrations."""
+    try:
+        old = migrate(BEFORE).loader.project_state(BEFORE).apps
+        old_pod = old.get_model("claims", "Pod")
+        old_node = old.get_model("inventory", "Node")
+        for i in range(3):
+            old_node.objects.create(uid=f"n{i}", name=f"node-{i}", api_version="v1", raw={}, obj={})
+            old_pod.objects.create(
+                uid=f"p{i}",
+                name="web",
+                namespace=f"ns-{i}",
+                node_name=f"node-{i}",
+                api_version="v1",
+                raw={},
+                obj={},
+            )
+    finally:
+        migrate()
+    assert sorted(Pod.objects.values_list("namespace", "uid")) == [
+        ("ns-0", "p0"),
+        ("ns-1", "p1"),
+        ("ns-2", "p2"),
+    ]
+    assert Node.objects.count() == 3
+    refused: list[tuple[type[models.Model], dict[str, str]]] = [
+        (Pod, {"uid": "p0", "name": "other", "namespace": "ns-9"}),
+        (Pod, {"uid": "p9", "name": "web", "namespace": "ns-0"}),
+        (Node, {"uid": "n0", "name": "node-9"}),
+        (Node, {"uid": "n9", "name": "node-0"}),
+    ]
+    for model, fields in refused:
+        with pytest.raises(IntegrityError), transaction.atomic():
+            model.objects.create(api_version="v1", raw={}, obj={}, **fields)
