@@ -364,6 +364,8 @@ def _remove_recreated(handler: KindHandler, creates: list[Pending], result: Batc
                 stale.append(values[0])
     for part in chunks(stale):
         handler.delete(list(without_json(handler.model).filter(pk__in=part)), result)
+    # Counted as removed: the watcher moves the kind's stored count by the batch's numbers.
+    result.deleted += len(stale)
 
 
 def _remove(handler: KindHandler, removals: list[Removal], result: BatchResult) -> None:

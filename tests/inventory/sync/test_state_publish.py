@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.models import SyncState
+from inventory.models import Node, SyncState
 from inventory.sync.watch import state
 
 
@@ -39,9 +39,9 @@ def test_heartbeats_and_lost_rows_publish_nothing(published) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_stored_counts_are_read_again_only_when_rows_come_or_go(published) -> None:
-    """A batch that only updates objects leaves the stored count alone without counting the
-    table; a batch that creates or deletes one counts it again."""
+def test_stored_counts_move_by_the_batch_without_counting_the_table(published) -> None:
+    """No batch counts the kind's table: creates and deletes move the stored count by their
+    numbers, updates leave it alone, and it equals the table's count after each."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -64,10 +64,36 @@ def test_stored_counts_are_read_again_only_when_rows_come_or_go(published) -> No
         sink.apply(
             [("ADDED", node("a", "1")), ("ADDED", node("b", "2"))], resource_version="2", rate=0
         )
-    assert counted() and SyncState.objects.get(kind="Node").object_count == 2
+    assert not counted() and SyncState.objects.get(kind="Node").object_count == 2
     with CaptureQueriesContext(connection) as queries:
         sink.apply([("MODIFIED", node("a", "3", team="ml"))], resource_version="3", rate=0)
     assert not counted() and SyncState.objects.get(kind="Node").object_count == 2
     with CaptureQueriesContext(connection) as queries:
         sink.apply([("DELETED", node("b", "4"))], resource_version="4", rate=0)
-    assert counted() and SyncState.objects.get(kind="Node").object_count == 1
+    assert not counted() and SyncState.objects.get(kind="Node").object_count == 1
+    # A recreate without its DELETED (a new uid under a stored name) replaces the row.
+    recreated = node("a", "5")
+    recreated["metadata"]["uid"] = "uid-a-second"
+    with CaptureQueriesContext(connection) as queries:
+        sink.apply(
+            [("ADDED", recreated), ("ADDED", node("c", "6")), ("DELETED", node("zz", "7"))],
+            resource_version="7",
+            rate=0,
+        )
+    assert not counted()
+    assert SyncState.objects.get(kind="Node").object_count == Node.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_relist_counts_the_table_again(published) -> None:
+    """A count that drifted (rows written behind the watcher's back) is counted afresh by
+    the next relist."""
+    from inventory.sync.watch import DatabaseSink
+
+    sink = DatabaseSink("Node", watcher="w1")
+    sink.open()
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "uid": "uid-a"}}
+    sink.apply([("ADDED", node)], resource_version="1", rate=0)
+    SyncState.objects.filter(kind="Node").update(object_count=7)
+    state.record_list("Node", watcher="w1", served_version="v1", resource_version="2")
+    assert SyncState.objects.get(kind="Node").object_count == Node.objects.count() == 1
