@@ -177,7 +177,20 @@ class WatchStream:
             with contextlib.suppress(Exception):
                 action()
 
+    @property
+    def path(self) -> str:
+        return self._path
+
     def __iter__(self) -> Iterator[JSON]:
+        for line in self.lines():
+            yield decode_event(line, path=self._path)
+
+    def lines(self) -> Iterator[bytes]:
+        """The events as the server wrote them, one JSON line each, not decoded.
+
+        For a reader that holds events before using them (a watch list's initial state): it
+        keeps the bytes it was sent instead of decoding them now and encoding them again.
+        """
         buffer = b""
         try:
             for chunk in self._response.stream(amt=None, decode_content=True):
@@ -186,22 +199,24 @@ class WatchStream:
                 *lines, buffer = (buffer + chunk).split(b"\n")
                 for line in lines:
                     if line.strip():
-                        yield self._decode(line)
+                        yield line
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             if self._closed.is_set():
                 return
             raise TransportError(f"watch {self._path} broke: {exc}") from exc
         if buffer.strip() and not self._closed.is_set():
-            yield self._decode(buffer)
+            yield buffer
 
-    def _decode(self, line: bytes) -> JSON:
-        try:
-            event = loads(line)
-        except ValueError as exc:
-            raise TransportError(f"watch {self._path} sent a line that is not JSON") from exc
-        if not isinstance(event, dict):
-            raise TransportError(f"watch {self._path} sent a line that is not an object")
-        return event
+
+def decode_event(line: bytes, *, path: str) -> JSON:
+    """One watch event from its line; TransportError when the line is not a JSON object."""
+    try:
+        event = loads(line)
+    except ValueError as exc:
+        raise TransportError(f"watch {path} sent a line that is not JSON") from exc
+    if not isinstance(event, dict):
+        raise TransportError(f"watch {path} sent a line that is not an object")
+    return event
 
 
 class KubeClient:

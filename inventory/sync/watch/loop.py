@@ -363,7 +363,7 @@ class KindWatcher:
             "timeoutSeconds": self._timeout(deadline),
         }
         stream = self.client.watch(path, query, read_timeout=self.options.effective_read_timeout)
-        source = StreamSource(stream, name=self.kind)
+        source = StreamSource(stream, name=self.kind, initial=True)
         try:
             initial = initial_events(
                 source,
@@ -381,7 +381,7 @@ class KindWatcher:
             return None
         self.watch_list = True
         try:
-            count = len(initial.packed)
+            count = initial.count
             listing = Listing(
                 items=initial.take(),
                 resource_version=initial.resource_version,
