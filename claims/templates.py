@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from django.db import connection
+
 from claims.models import Pod, ResourceClaim
 from inventory.sync import chunks
 
@@ -66,6 +68,22 @@ def link_templates(claims: Iterable[ResourceClaim]) -> int:
         if claim.template_name != wanted:
             claim.template_name = wanted
             changed.append(claim)
+    if not changed:
+        return 0
+    changed.sort(key=lambda claim: claim.pk)
+    if connection.features.has_select_for_update:
+        # Rows locked in key order first, as `update_rows` writes claims: the claims watcher and
+        # the pods watcher (re-linking the claims of its pods) then wait for each other instead
+        # of deadlocking, which cost one of them its batch and a retry once an ingest run.
+        # The updates below, one name at a time, wait for nothing after this.
+        pks = [claim.pk for claim in changed]
+        for part in chunks(pks):
+            list(
+                ResourceClaim.objects.select_for_update(no_key=True)
+                .filter(pk__in=part)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
     # One UPDATE per template name: bulk_update's CASE over every changed row took longer than
     # the rest of a snapshot import's claim writes (thousands of claims, a few dozen templates).
     by_name: dict[str, list[int]] = {}
