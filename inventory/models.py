@@ -200,7 +200,10 @@ class ResourceSlice(KubeObject):
 class CounterSet(models.Model):
     """A set of shared counters (sharedCounters) that partitionable devices consume from."""
 
-    slice = models.ForeignKey(ResourceSlice, on_delete=models.CASCADE, related_name="counter_sets")
+    # No index of its own: counterset_slice_name_unique leads with the slice.
+    slice = models.ForeignKey(
+        ResourceSlice, on_delete=models.CASCADE, related_name="counter_sets", db_index=False
+    )
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="counter_sets")
     name = models.CharField(max_length=253)
     counters = models.JSONField(default=dict, help_text="counter name -> {value: quantity}")
@@ -218,7 +221,10 @@ class CounterSet(models.Model):
 class Device(models.Model):
     """One device of a ResourceSlice, identified by driver/pool/name."""
 
-    slice = models.ForeignKey(ResourceSlice, on_delete=models.CASCADE, related_name="devices")
+    # No index of its own: device_slice_name_unique leads with the slice.
+    slice = models.ForeignKey(
+        ResourceSlice, on_delete=models.CASCADE, related_name="devices", db_index=False
+    )
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="devices")
     driver = models.CharField(max_length=253)
     pool_name = models.CharField(max_length=253)

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from claims.models import Pod, ResourceClaim
-from inventory.models import Node, ResourceSlice
+from inventory.models import CounterSet, Device, Node, ResourceSlice
 
 BEFORE = [("claims", "0011_claim_owner_pod_idx"), ("inventory", "0009_listing_versions_index")]
 SINCE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -21,6 +21,13 @@ SINCE = datetime(2026, 11, 1, tzinfo=UTC)
 KEPT = {
     Pod: {"pod_uid_unique", "pod_ns_name_unique", "pod_node_idx", "pod_synced_idx"},
     Node: {"node_uid_unique", "node_name_unique", "node_synced_idx", "node_versions_idx"},
+    Device: {
+        "device_slice_name_unique",
+        "device_identity_idx",
+        "device_node_idx",
+        "inventory_device_pool_id_879cad9a",
+        "inventory_device_tainted_723deaee",
+    },
 }
 
 # (what, the query, the columns its index must lead with)
@@ -62,6 +69,9 @@ HOT_LOOKUPS: list[tuple[str, models.QuerySet, tuple[str, ...]]] = [
     ("slice by name", ResourceSlice.objects.filter(name="s"), ("name",)),
     ("slices of a driver", ResourceSlice.objects.filter(driver="d"), ("driver",)),
     ("slices of a node", ResourceSlice.objects.filter(node_name="n"), ("node_name",)),
+    ("devices of a slice", Device.objects.filter(slice_id=1), ("slice_id",)),
+    ("devices of a node", Device.objects.filter(node_name="n"), ("node_name",)),
+    ("counter sets of a slice", CounterSet.objects.filter(slice_id=1), ("slice_id",)),
 ]
 # The index a plan reads: SQLite names a unique constraint's index sqlite_autoindex_<table>_N.
 _SQLITE_INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)")
