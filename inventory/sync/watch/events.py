@@ -46,8 +46,8 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # is decoded to learn what it is, and held as it is if ADDED.
 ADDED_LINE_START = b'{"type":"ADDED","object":{'
 # Held lines are compressed this many bytes at a time: an object's JSON repeats much of the
-# previous one's (a demo pod: 1,674 bytes as a line, 591 compressed alone, 166 in a block),
-# and one compress call per block, not per object, costs a fifth of the CPU.
+# previous one's (the demo's objects: 1,674 bytes a line on average, 591 compressed one by one,
+# 166 in blocks), and compressing a block costs a quarter of compressing its objects one by one.
 HOLD_BLOCK_BYTES = 64 * 1024
 
 
