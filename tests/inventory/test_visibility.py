@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
+from django.db import connection
 from django.test import Client
 
 from dralib.kube.fakeapi import FakeApiServer
@@ -134,7 +135,12 @@ def test_concurrent_requests_of_one_person_review_once(cluster: FakeApiServer) -
 
     def ask() -> None:
         start.wait()
-        answers.append(visibility_of_user(alice))
+        try:
+            answers.append(visibility_of_user(alice))
+        finally:
+            # As a request's end does: a pooled connection kept by an ended thread is one the
+            # pool cannot lend to the threads still waiting (PostgreSQL, a pool of ten).
+            connection.close()
 
     threads = [threading.Thread(target=ask) for _ in range(16)]
     for thread in threads:

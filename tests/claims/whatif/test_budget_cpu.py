@@ -103,10 +103,11 @@ def test_the_same_complete_answer_with_one_four_and_eight_clients(
 
     with ThreadPoolExecutor(max_workers=clients) as pool:
         results = list(pool.map(client, range(clients)))
-    for answer, _, during in results:
+    for answer, own, during in results:
         assert "gaveUp" not in answer
         assert _comparable(answer) == _comparable(reference)
         if clients == 8:
-            # Seven others searched meanwhile: more CPU than the budget went by during this
-            # question, which a wall-clock deadline would have counted against it.
-            assert during > budget
+            # Seven others searched meanwhile: more CPU went by during this question than it
+            # spent itself, which a wall-clock deadline would have counted against it. (Not
+            # more than the budget: kept verdicts make the others' questions cheap.)
+            assert during > own
