@@ -12,6 +12,7 @@ it rather than repeat it; a reader that must not wait (a scrape during the warm-
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -25,12 +26,15 @@ T = TypeVar("T")
 class Kept(Generic[T]):
     """One kept value and the fingerprint it was computed for."""
 
+    _every: weakref.WeakSet[Kept[Any]] = weakref.WeakSet()
+
     def __init__(self, *, pause_gc: bool = False) -> None:
         # pause_gc: the computation decodes so many rows (a hundred thousand devices) that the
         # collector's full passes over them would cost as much again.
         self._pause_gc = pause_gc
         self._lock = threading.Lock()
         self._entry: tuple[Any, T] | None = None
+        Kept._every.add(self)
 
     def get(self, fingerprint: Any, compute: Callable[[T | None], T]) -> T:
         """The value for `fingerprint`: the kept one when it was computed for it, else
@@ -60,3 +64,10 @@ class Kept(Generic[T]):
         """Drop the kept value: the next `get` computes from scratch."""
         with self._lock:
             self._entry = None
+
+    @classmethod
+    def forget_every(cls) -> None:
+        """Drop every kept value in the process: what runs next starts as a new process would
+        (the test suite's fixture, so that no test depends on what an earlier one kept)."""
+        for kept in list(cls._every):
+            kept.forget()

@@ -21,6 +21,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from dashboard.kept import Kept
 from tests.console.demo import load_demo
 
 SYSTEM_PACKAGES = {
@@ -61,6 +62,14 @@ def uses_services(item: pytest.Item) -> bool:
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.fixture(autouse=True)
+def _nothing_kept_from_earlier_tests() -> None:
+    """Each test starts with no kept membership, counts or leaks, as a new process would: what
+    a test asks (query counts above all) must not depend on which tests ran before it in the
+    worker."""
+    Kept.forget_every()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # tryfirst: the marks must be there before `-m` deselects by them.
     xdist = config.pluginmanager.hasplugin("xdist")

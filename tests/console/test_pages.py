@@ -93,8 +93,13 @@ def test_overview_runs_a_fixed_number_of_queries(db, viewer_user) -> None:
     client = Client()
     client.force_login(viewer_user)
     load_demo(nodes=5, seed=3)
-    small = _queries(client, reverse("overview"))
+    # The first page in a process may read the stored membership outcomes
+    # (claims.KeptMembership) once; whether it does depends on which tests ran before here.
+    first = _queries(client, reverse("overview"))
     small_again = _queries(client, reverse("overview"))
+    load_demo(nodes=5, seed=5)
+    small = _queries(client, reverse("overview"))
+    assert small <= first <= small + 1
     load_demo(nodes=20, seed=4)
     assert Node.objects.count() >= 20
     large = _queries(client, reverse("overview"))

@@ -57,3 +57,19 @@ def test_concurrent_callers_wait_for_one_computation() -> None:
         thread.join(timeout=10)
     assert results == [42] * 4
     assert len(calls) == 1
+
+
+def test_forget_every_drops_each_kept_value_in_the_process() -> None:
+    """`Kept.forget_every()` drops every instance's value: each computes again from None."""
+    first, second = Kept[int](), Kept[int]()
+    seen: list[int | None] = []
+
+    def compute(previous: int | None) -> int:
+        seen.append(previous)
+        return 7
+
+    assert first.get("a", compute) == 7 and second.get("a", compute) == 7
+    Kept.forget_every()
+    assert first.last() is None and second.last() is None
+    assert first.get("a", compute) == 7
+    assert seen == [None, None, None]

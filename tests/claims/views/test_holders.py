@@ -136,8 +136,11 @@ def test_holders_cost_no_query_per_row(
 ) -> None:
     """With 40 held devices, each claim reserved for three pods, the page runs as many queries
     as with 2 devices, and at most a fixed number."""
-    held_cluster(devices=2, pods_per_claim=3)
     url = reverse(name, args=args)
+    # The first page in a process reads the stored membership outcomes once: counted after it.
+    held_cluster(devices=1, pods_per_claim=3)
+    assert viewer_client.get(url).status_code == 200
+    held_cluster(devices=2, pods_per_claim=3)
     with django_assert_max_num_queries(limit) as small:
         assert viewer_client.get(url).status_code == 200
     held_cluster(devices=40, pods_per_claim=3)

@@ -99,6 +99,10 @@ def test_list_pages_run_a_fixed_number_of_queries(db, viewer_user, name: str) ->
     """A list page makes as many queries for 20 nodes as for 5: no query per row."""
     client = Client()
     client.force_login(viewer_user)
+    # The first page in a process may read the stored membership outcomes once, depending
+    # on which tests ran before: counted from the second cluster on.
+    load_demo(nodes=5, seed=1)
+    assert client.get(reverse("overview")).status_code == 200
     load_demo(nodes=5, seed=3)
     small = _queries(client, reverse(name))
     load_demo(nodes=20, seed=4)
