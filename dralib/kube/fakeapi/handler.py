@@ -15,10 +15,7 @@ continue token is a 410 carrying a token to go on at the latest revision; watch 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import json
 import select
 import socket
 import threading
@@ -27,18 +24,29 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-import orjson
-
 from dralib.kube.fakeapi import authz, options, resources
+from dralib.kube.fakeapi.bodies import (
+    CONTINUE_EXPIRED,
+    INCONSISTENT_CONTINUE,
+    decode_continue,
+    dumps,
+    encode_continue,
+    filtered,
+    framed,
+    line,
+    loads_body,
+    selector,
+    status_body,
+    too_large_details,
+    watch_event,
+)
 from dralib.kube.fakeapi.faults import Fault, FaultPlan, Verb
 from dralib.kube.fakeapi.resources import DRA_GROUP, ResourceType
 from dralib.kube.fakeapi.selectors import (
     Predicate,
     SelectorError,
-    parse_field_selector,
-    parse_label_selector,
 )
-from dralib.kube.fakeapi.store import Change, Expired, Key, Obj, ObjectStore, TooLarge
+from dralib.kube.fakeapi.store import Expired, Key, Obj, ObjectStore, TooLarge
 
 
 class ServedApp(Protocol):
@@ -78,11 +86,6 @@ _POLL = 0.25
 _MAX_BODY = 3 * 1024 * 1024
 
 
-def loads_body(data: bytes) -> Any:
-    """A request body as JSON (ValueError when it is not)."""
-    return orjson.loads(data)
-
-
 class FakeHttpServer(ThreadingHTTPServer):
     """ThreadingHTTPServer that knows the FakeApiServer it serves."""
 
@@ -104,63 +107,6 @@ class _Route:
         self.group_version = group_version
         self.namespace = namespace
         self.name = name
-
-
-def status_body(
-    code: int, reason: str, message: str, details: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """A metav1.Status object, as the API server sends for errors."""
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details is not None:
-        body["details"] = details
-    return body
-
-
-CONTINUE_EXPIRED = (
-    "The provided continue parameter is too old to display a consistent list result. "
-    "You can start a new list without the continue parameter."
-)
-INCONSISTENT_CONTINUE = (
-    "The provided continue parameter is too old to display a consistent list result. "
-    "You can start a new list without the continue parameter, or use the continue token in "
-    "this response to retrieve the remainder of the results. Continuing with the provided "
-    "token results in an inconsistent list - objects that were created, modified, or deleted "
-    "between the time the first chunk was returned and now may show up in the list."
-)
-
-
-def too_large_details(exc: TooLarge, *, retry_after: int) -> dict[str, Any]:
-    """Status details of "Too large resource version" (storage.NewTooLargeResourceVersionError)."""
-    cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-    return {"causes": [cause], "retryAfterSeconds": retry_after}
-
-
-def encode_continue(revision: int, last: Key) -> str:
-    """An opaque continue token: the list's snapshot revision and the last key it returned.
-
-    Shaped like the API server's (base64 JSON without padding) so clients treat it as opaque.
-    """
-    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": list(last)})
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_continue(token: str) -> tuple[int, Key]:
-    """The snapshot revision and last returned key of a continue token, or ValueError."""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        data = json.loads(raw)
-        namespace, name = data["start"]
-        return int(data["rv"]), (str(namespace), str(name))
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
-        raise ValueError("continue key is not valid") from exc
 
 
 class KubeRequestHandler(BaseHTTPRequestHandler):
@@ -367,7 +313,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
 
     def _list(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
         try:
-            matches = _selector(query)
+            matches = selector(query)
             opts = options.parse(query)
             limit = opts.limit
             start: Key | None = None
@@ -407,7 +353,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                     raise TooLarge(not_older_than, store.revision)
             # A page of an unfiltered list across namespaces is cut from the store's key order;
             # anything else is filtered from the whole snapshot.
-            paged = bool(limit) and route.namespace is None and not _filtered(query)
+            paged = bool(limit) and route.namespace is None and not filtered(query)
             if paged:
                 revision, page, remaining = store.page(route.rt, at=at, after=start, limit=limit)
             else:
@@ -431,7 +377,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         metadata: dict[str, Any] = {"resourceVersion": str(revision)}
         if limit and remaining > 0:
             metadata["continue"] = encode_continue(revision, page[-1][0])
-            if not _filtered(query):
+            if not filtered(query):
                 metadata["remainingItemCount"] = remaining
         body = {
             "kind": f"{route.rt.kind}List",
@@ -440,7 +386,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             "items": [self._list_item(obj) for _, obj in page],
         }
         if fault is not None and fault.kind == "cut":
-            self._send_cut_body(_dumps(body))
+            self._send_cut_body(dumps(body))
         else:
             self._send_json(200, body)
 
@@ -479,7 +425,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
 
     def _watch(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
         try:
-            matches = _selector(query)
+            matches = selector(query)
             opts = options.parse(query)
             if opts.send_initial_events is not None and not self.app.watch_list:
                 raise options.watch_list_forbidden()
@@ -508,7 +454,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                     error = TooLarge(requested, self.app._store.revision)
                     status = status_body(504, "Timeout", str(error))
                     status["details"] = too_large_details(error, retry_after=1)
-                    self._chunk(_line({"type": "ERROR", "object": status}))
+                    self._chunk(line({"type": "ERROR", "object": status}))
                     self._end_chunks()
                     return
             self._stream(
@@ -565,17 +511,17 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 if events:
                     # A chunk per event, as the API server flushes each; written together, as
                     # a backlog leaves its buffer in few packets.
-                    self.wfile.write(b"".join(_framed(_line(event)) for event in events))
+                    self.wfile.write(b"".join(framed(line(event)) for event in events))
                     sent += len(events)
             else:
                 for event in events:
                     if sent >= cutoff:
                         if fault is not None and fault.kind == "cut":
-                            self._cut_chunk(_line(event))
+                            self._cut_chunk(line(event))
                         else:
                             self._end_chunks()
                         return
-                    self._chunk(_line(event))
+                    self._chunk(line(event))
                     sent += 1
             if self.app._stopping.is_set() or self._client_gone():
                 self._abort()
@@ -586,7 +532,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 return
             if bookmarks and now >= next_bookmark:
                 if cursor > floor:
-                    self._chunk(_line(self._bookmark(route, cursor)))
+                    self._chunk(line(self._bookmark(route, cursor)))
                 next_bookmark = now + self.app.bookmark_interval
             wake = min(deadline, next_bookmark) if bookmarks else deadline
             # Wake at least every _POLL seconds to notice a client that went away.
@@ -601,10 +547,10 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
                 )
             except Expired as exc:
                 status = status_body(410, "Expired", str(exc))
-                self._chunk(_line({"type": "ERROR", "object": status}))
+                self._chunk(line({"type": "ERROR", "object": status}))
                 self._end_chunks()
                 return
-            events = [e for c in changes if (e := _event(c, matches)) is not None]
+            events = [e for c in changes if (e := watch_event(c, matches)) is not None]
 
     def _bookmark(self, route: _Route, cursor: int, *, initial_end: bool = False) -> dict[str, Any]:
         metadata: dict[str, Any] = {"resourceVersion": str(cursor)}
@@ -631,7 +577,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             return True
 
     def _chunk(self, data: bytes) -> None:
-        self.wfile.write(_framed(data))
+        self.wfile.write(framed(data))
 
     def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
@@ -671,7 +617,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
     def _send_json(
         self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
-        self._send_bytes(code, _dumps(body), "application/json", headers)
+        self._send_bytes(code, dumps(body), "application/json", headers)
 
     def _send_bytes(
         self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
@@ -683,46 +629,3 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
-
-
-def _framed(data: bytes) -> bytes:
-    """`data` as one chunk of a chunked response."""
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _dumps(body: dict[str, Any]) -> bytes:
-    """Compact JSON, as the API server writes it."""
-    try:
-        return orjson.dumps(body)
-    except TypeError:  # what orjson refuses (integers beyond 64 bits): as Go would, in full
-        return json.dumps(body, separators=(",", ":")).encode()
-
-
-def _line(event: dict[str, Any]) -> bytes:
-    return _dumps(event) + b"\n"
-
-
-def _filtered(query: dict[str, str]) -> bool:
-    return bool(query.get("labelSelector") or query.get("fieldSelector"))
-
-
-def _selector(query: dict[str, str]) -> Predicate:
-    labels = parse_label_selector(query.get("labelSelector"))
-    fields = parse_field_selector(query.get("fieldSelector"))
-    return lambda obj: labels(obj) and fields(obj)
-
-
-def _event(change: Change, matches: Predicate) -> dict[str, Any] | None:
-    """The watch event a change becomes for a selector-filtered watch, or None if unseen."""
-    now = matches(change.object)
-    before = change.previous is not None and matches(change.previous)
-    if change.type == "DELETED":
-        return {"type": "DELETED", "object": change.object} if before else None
-    if now and before:
-        return {"type": "MODIFIED", "object": change.object}
-    if now:
-        return {"type": "ADDED", "object": change.object}
-    if before:
-        # Leaving the selector looks like a deletion to this watcher.
-        return {"type": "DELETED", "object": change.object}
-    return None
