@@ -372,7 +372,8 @@ class KeptMembership(models.Model):
     web process's start-up work; a new process reads these outcomes and evaluates again only
     the devices of slices written since (`claims.devices.stored`). `classes` is a digest of
     every class's name and selectors (and of how outcomes are decided): outcomes stored under
-    another digest are not used. One row.
+    another digest are not used. One row per kept value (`name`): the physical units
+    (`claims.devices.units`) are kept the same way, under a digest of the slices' versions.
     """
 
     name = models.CharField(max_length=63, unique=True)

@@ -13,6 +13,9 @@ that decided them: the row carries a digest of every class's name and selectors,
 adapter's and `classes`' source and the CEL libraries' versions (a deployment that changes how
 a device is decided evaluates again), and of OUTCOMES_VERSION; under another digest nothing is
 used.
+
+`read_kept`, `store_kept` and `forget_kept` keep other values the same way, each a row of its
+own under a digest of what it was computed from: the physical units (`units`).
 """
 
 from __future__ import annotations
@@ -43,8 +46,12 @@ __all__ = [
     "SliceVersion",
     "StoredOutcomes",
     "classes_digest",
+    "forget_kept",
     "forget_stored_outcomes",
+    "read_kept",
     "read_outcomes",
+    "sources_digest",
+    "store_kept",
     "store_outcomes",
 ]
 
@@ -148,11 +155,11 @@ def _decode(data: bytes) -> StoredOutcomes:
 
 def read_outcomes(digest: str) -> StoredOutcomes | None:
     """The stored outcomes when they were decided with the classes of `digest`, else None."""
-    row = KeptMembership.objects.filter(name=_NAME, classes=digest).values_list("data").first()
-    if row is None:
+    data = read_kept(_NAME, digest)
+    if data is None:
         return None
     try:
-        return _decode(bytes(row[0]))
+        return _decode(data)
     except (ValueError, TypeError, KeyError, IndexError, zlib.error):
         # Only a row this code did not write can fail here: evaluating everything is correct.
         log.warning("stored class membership outcomes unreadable; evaluating again", exc_info=True)
@@ -164,26 +171,55 @@ def store_outcomes(
 ) -> bool:
     """Keep the outcomes for the next process; False when the write failed (a locked SQLite
     file, another process storing at once): only a later start pays for it."""
-    data = _encode(outcomes, slice_versions)
-    try:
-        # A savepoint: a failure leaves a caller's transaction usable (PostgreSQL).
-        with transaction.atomic():
-            KeptMembership.objects.update_or_create(
-                name=_NAME,
-                defaults={
-                    "classes": digest,
-                    "stored_at": timezone.now(),
-                    "devices": len(outcomes),
-                    "data": data,
-                },
-            )
-    except DatabaseError:
-        log.warning("could not store the class membership outcomes", exc_info=True)
-        return False
-    return True
+    return store_kept(_NAME, digest, count=len(outcomes), data=_encode(outcomes, slice_versions))
 
 
 def forget_stored_outcomes() -> None:
     """Delete the stored outcomes (tests: the next computation in a new process is then one
     from scratch)."""
-    KeptMembership.objects.filter(name=_NAME).delete()
+    forget_kept(_NAME)
+
+
+def read_kept(name: str, digest: str) -> bytes | None:
+    """The data kept as `name` when it was stored under `digest` (of everything it was computed
+    from), else None."""
+    row = KeptMembership.objects.filter(name=name, classes=digest).values_list("data").first()
+    return None if row is None else bytes(row[0])
+
+
+def store_kept(name: str, digest: str, *, count: int, data: bytes) -> bool:
+    """Keep `data` as `name` under `digest` for the next process (`count`: how many devices it
+    covers); False when the write failed."""
+    try:
+        # A savepoint: a failure leaves a caller's transaction usable (PostgreSQL).
+        with transaction.atomic():
+            KeptMembership.objects.update_or_create(
+                name=name,
+                defaults={
+                    "classes": digest,
+                    "stored_at": timezone.now(),
+                    "devices": count,
+                    "data": data,
+                },
+            )
+    except DatabaseError:
+        log.warning("could not store %s", name, exc_info=True)
+        return False
+    return True
+
+
+def forget_kept(name: str) -> None:
+    """Delete what is kept as `name`."""
+    KeptMembership.objects.filter(name=name).delete()
+
+
+def sources_digest(*paths: Path) -> str:
+    """A digest of source files (the code a kept value was computed by), or a random one when
+    they are not shipped: then what this process stores is used by nobody, and it uses none."""
+    digest = hashlib.sha256()
+    try:
+        for path in paths:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    except OSError:
+        return uuid.uuid4().hex
+    return digest.hexdigest()
