@@ -35,6 +35,7 @@ from dralib.kube.client import ApiStatusError, KubeClient
 from dralib.kube.discovery import discover
 from dralib.kube.kinds import KindSpec
 from inventory.sync.watch.events import (
+    MAX_BATCH_EVENTS,
     Batch,
     StreamSource,
     WatchListUnsupported,
@@ -59,7 +60,7 @@ class WatchOptions:
     timeout_seconds: int = 290
     read_timeout: float | None = None  # default: timeout_seconds + 15 (silence = dead link)
     page_size: int = LIST_PAGE_SIZE
-    max_events: int = 200
+    max_events: int = MAX_BATCH_EVENTS
     max_delay: float = 0.1
     # A batch ends once its stream is quiet this long: a lone change commits at once instead
     # of waiting out max_delay, a backlog still fills whole batches.

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from dralib.kube.client import ApiStatusError
-from inventory.sync.watch import CannedSource, batch_events
+from inventory.sync.watch import CannedSource, WatchOptions, batch_events
 
 
 def event(kind: str, name: str, rv: int) -> dict:
@@ -144,3 +144,13 @@ def test_linger_still_fills_batches_from_a_backlog() -> None:
     arrivals = [(i * 0.001, event("ADDED", f"n{i}", i + 1)) for i in range(10)]
     batches = timed_batches(arrivals, linger=0.005, max_events=4)
     assert [len(b) for b in batches] == [4, 4, 2]
+
+
+def test_a_backlog_commits_in_batches_of_a_thousand_by_default() -> None:
+    """A watcher's default options turn a backlog of 2,500 queued events into three batches:
+    each batch's fixed cost (transaction, cursor, per-batch queries) is paid per thousand."""
+    options = WatchOptions()
+    items = [event("MODIFIED", f"n{i}", i + 1) for i in range(2500)]
+    batches = run(items, max_events=options.max_events, max_delay=options.max_delay)
+    assert [len(b.events) for b in batches] == [1000, 1000, 500]
+    assert batch_events.__kwdefaults__["max_events"] == options.max_events
