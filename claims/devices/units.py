@@ -345,7 +345,11 @@ def _build(membership: ClassMembership) -> UnitIndex:
         by_spelling[pool_id][spelling].append(pk)
         signature = signatures.get(pool_id)
         if signature is None:
-            signature = signatures[pool_id] = frozenset(counters.get(pool_id, {}).items())
+            # Integers, not Fractions: Fraction's equality is Python code (see availability).
+            signature = signatures[pool_id] = frozenset(
+                (key, value.numerator, value.denominator)
+                for key, value in counters.get(pool_id, {}).items()
+            )
         whole = wholes.get((spelling, signature))
         if whole is None:
             whole = wholes[(spelling, signature)] = _whole(spelling, counters.get(pool_id, {}))
