@@ -221,12 +221,13 @@ def node_usage(version: str | None = None) -> dict[str, NodeUsage]:
             EPHEMERAL_STORAGE: int(storage or 0),
         }
         out[node] = NodeUsage({k: v for k, v in requested.items() if v}, int(pods))
-    for node, other in bound.exclude(other_requests={}).values_list("node_name", "other_requests"):
+    # One scan of the table for both (no index finds them: 77,000 pods at 5,000 nodes, 0.1 s a
+    # scan on SQLite), in no order: each node's sums and ports do not depend on it.
+    few = bound.exclude(other_requests={}, host_ports=[]).order_by()
+    for node, other, ports in few.values_list("node_name", "other_requests", "host_ports"):
         usage = out.setdefault(node, NodeUsage())
         for name, value in (other or {}).items():
             usage.requested[name] = usage.requested.get(name, 0) + int(value)
-    for node, ports in bound.exclude(host_ports=[]).values_list("node_name", "host_ports"):
-        usage = out.setdefault(node, NodeUsage())
         usage.ports.extend(
             (str(ip), str(protocol), int(port)) for ip, protocol, port in ports or []
         )
