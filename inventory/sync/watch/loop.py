@@ -167,6 +167,9 @@ class KindWatcher:
     def run(self, *, deadline: float | None = None) -> None:
         """Watch until `stop` is set, `deadline` (monotonic) passes or ownership is lost."""
         stored = self.sink.open()
+        # Taking the kind over is a heartbeat: fifteen watchers resuming at once each wrote
+        # another one in their first quiet second, amid the backlog they were catching up.
+        self._last_beat = time.monotonic()
         self.cursor = stored.resource_version
         self._stored_version = stored.served_version
         self.cluster_uid = stored.cluster_uid
@@ -311,6 +314,7 @@ class KindWatcher:
             self.need_list = True
             return False
         self.sink.verified()
+        self._last_beat = time.monotonic()
         return True
 
     def _not_served(self, message: str) -> None:
@@ -418,6 +422,7 @@ class KindWatcher:
     def _replace(self, listing: Listing) -> None:
         assert self.version is not None
         self.sink.replace(listing, served_version=self.version, cluster_uid=self.cluster_uid)
+        self._last_beat = time.monotonic()
         self.cursor = listing.resource_version
         self._stored_version = self.version
         self.need_list = False

@@ -71,7 +71,10 @@ class Sink(Protocol):
         """Apply one batch of watch events and store its cursor, in one transaction."""
 
     def bookmark(self, *, rate: float) -> None:
-        """The watch is alive without changes (a heartbeat between batches)."""
+        """The watch is alive without changes (a heartbeat between batches).
+
+        `open`, `replace`, `apply` and `verified` say so too: the loop bookmarks only after
+        `heartbeat_every` without any of them."""
 
     def verified(self) -> None:
         """The server proved the stored cursor: it is not ahead of the server's data."""

@@ -7,6 +7,7 @@ order with their cursor, the cluster's identity, and a cluster change dropping w
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -158,3 +159,40 @@ def test_another_cluster_at_the_address_empties_the_sink_first(fake, tmp_path) -
         thread.join(timeout=10)
     changed = sink.calls.index("cluster_changed")
     assert "replace" in sink.calls[changed:]
+
+
+class TickCounting(KindWatcher):
+    """Counts the loop's heartbeat checks: one after every batch, idle ones included."""
+
+    ticks = 0
+
+    def _maybe_heartbeat(self) -> None:
+        type(self).ticks += 1
+        super()._maybe_heartbeat()
+
+
+def test_taking_the_kind_over_and_listing_count_as_heartbeats(tmp_path) -> None:
+    """A watcher that just opened and listed writes no bookmark in its first quiet seconds:
+    fifteen resuming watchers each wrote one amid the backlog they were catching up."""
+    with FakeApiServer(bookmark_interval=60.0) as quiet:
+        quiet.apply(objects.node("node-0"))
+        kubeconfig = quiet.write_kubeconfig(tmp_path / "kubeconfig")
+        sink, stop = MemorySink(), threading.Event()
+        TickCounting.ticks = 0
+        watcher = TickCounting(
+            KINDS["Node"],
+            client_factory=lambda: load_client(kubeconfig=kubeconfig),
+            sink=sink,
+            stop=stop,
+            options=dataclasses.replace(
+                FAST, heartbeat_every=30.0, timeout_seconds=10, read_timeout=10.0
+            ),
+        )
+        thread = threading.Thread(target=watcher.run, daemon=True)
+        thread.start()
+        # Two idle ticks (a second each) after the list: each asked whether to heartbeat.
+        wait_for(lambda: TickCounting.ticks >= 2, timeout=10)
+        stop.set()
+        thread.join(timeout=10)
+    assert sink.calls[:3] == ["open", "cluster_seen", "replace"]
+    assert "bookmark" not in sink.calls and "error" not in sink.calls
