@@ -268,6 +268,13 @@ def _json_columns(
 _SHARE_MAX_ENTRIES = 8
 # Strings longer than this are not shared: long ones are mostly unique (UIDs, messages).
 _SHARE_MAX_CHARS = 64
+# A string this long seen for the first time in a read is taken as unique (a UID, a device's
+# UUID or MAC address): the map or list holding it is new, so it is neither looked up nor kept
+# whole in the memo, nor is any container around it (its other parts still are shared). Every
+# device of a 5,000-node cluster has such an attribute: building, hashing and keeping their
+# keys was a fifth of the read. An equal container that does come again is shared from its
+# second copy on.
+_FRESH_CHARS = 16
 # Deeper parts are left as they are (Python's recursion limit is below orjson's depth limit).
 _SHARE_MAX_DEPTH = 32
 # Memo tokens: `_UNSHARED` marks a part that is not in the memo (its parents are not shared
@@ -324,7 +331,11 @@ def _share_container(value: Any, kind: type, memo: dict[Any, Any], depth: int) -
                 shared = memo.setdefault(item, item)
                 if shared is not item:
                     value[key] = shared  # an existing key: the dict's size does not change
-                token: Any = shared
+                    token: Any = shared
+                elif len(item) >= _FRESH_CHARS:
+                    token = _UNSHARED
+                else:
+                    token = shared
             else:
                 token = item
         elif item_kind is dict and len(item) == 1 and depth < _SHARE_MAX_DEPTH:
@@ -338,7 +349,11 @@ def _share_container(value: Any, kind: type, memo: dict[Any, Any], depth: int) -
                     shared_leaf = memo.setdefault(leaf, leaf)
                     if shared_leaf is not leaf:
                         item[name] = shared_leaf
-                    leaf_token: Any = shared_leaf
+                        leaf_token: Any = shared_leaf
+                    elif len(leaf) >= _FRESH_CHARS:
+                        leaf_token = _UNSHARED
+                    else:
+                        leaf_token = shared_leaf
                 else:
                     leaf_token = leaf
             elif leaf_kind is dict or leaf_kind is list:

@@ -102,3 +102,26 @@ def test_a_read_holds_the_slices_once(demo) -> None:
     ]
     assert len(models) > len({orjson.dumps(m) for m in models})
     assert len({id(m) for m in models}) == len({orjson.dumps(m) for m in models})
+
+
+def test_containers_with_a_new_long_string_are_not_kept_whole() -> None:
+    """A map holding a long string seen for the first time (a device's UUID) is not kept in the
+    memo, nor the maps around it: the memo keeps its short parts only. An equal map that comes
+    again is shared from its second copy on, and every value stays equal."""
+    devices = [
+        {"name": f"gpu-{i}", "attributes": {"model": {"string": "a100"}, "uuid": {"string": u}}}
+        for i, u in enumerate(["GPU-0f9a3e2c-aaaa", "GPU-0f9a3e2c-bbbb"])
+    ]
+    repeated = [{"serial": "SN-0000000000000042", "slot": 1} for _ in range(3)]
+    original = copy.deepcopy([devices, repeated])
+    memo: dict[Any, Any] = {}
+    # Decoded as a read decodes them: each string its own object.
+    shared = [share_equal(orjson.loads(orjson.dumps(v)), memo) for v in [devices, repeated]]
+    assert shared == original
+    first, second = shared[0]
+    assert first["attributes"]["model"] is second["attributes"]["model"]
+    kept = {id(v) for v in memo.values()}
+    assert id(first["attributes"]) not in kept and id(first) not in kept
+    assert id(first["attributes"]["uuid"]) not in kept
+    one, two, three = shared[1]
+    assert one is not two and two is three
