@@ -29,6 +29,7 @@ from inventory.sync.core import (
     Pending,
     Written,
     chunks,
+    forget_json_text,
     insert_rows,
     log,
     meta_columns,
@@ -294,6 +295,7 @@ def write_segment(
         # The stored form: a kind may keep less than the object (a pod without claims).
         if item.pk is not None and item.stored["raw"] == item.columns["raw"]:
             result.unchanged += 1
+            forget_json_text(item.columns["raw"])
         else:
             changed.append(item)
     if not changed:
@@ -357,8 +359,13 @@ def _remove_recreated(handler: KindHandler, creates: list[Pending], result: Batc
     wanted = {(item.namespace, item.name): item.uid for item in creates}
     fields = ["pk", "uid", "namespace", "name"] if handler.namespaced else ["pk", "uid", "name"]
     stale: list[int] = []
+    rows = handler.model.objects.all()
+    if handler.namespaced:
+        # Names are unique per namespace only, by an index that leads with the namespace: by
+        # name alone PostgreSQL read the whole index (7.5 ms a batch at 77,000 pods).
+        rows = rows.filter(namespace__in=sorted({item.namespace for item in creates}))
     for part in chunks(sorted({item.name for item in creates})):
-        for values in handler.model.objects.filter(name__in=part).values_list(*fields):
+        for values in rows.filter(name__in=part).values_list(*fields):
             key = (values[2], values[3]) if handler.namespaced else ("", values[2])
             if key in wanted and wanted[key] != values[1]:
                 stale.append(values[0])

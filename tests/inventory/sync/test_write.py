@@ -6,6 +6,8 @@ import copy
 import weakref
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from claims.choices import ClaimState
 from claims.models import AllocatedDevice, ResourceClaim
@@ -465,3 +467,26 @@ def test_many_new_devices_get_their_ids_back():
     assert sorted(stored.values()).count("a") == sorted(stored.values()).count("b") == len(names)
     assert first <= set(stored)
     assert {int(pk) for pk in result.changed["devices"]} == set(stored) - first
+
+
+@pytest.mark.django_db
+def test_recreated_names_are_looked_up_within_their_namespaces():
+    """New objects' stored namesakes are read by namespace and name, the unique index's
+    columns (by name alone PostgreSQL read the whole index), and only those of the same
+    namespace are replaced."""
+    first = claim("a", rv="1")
+    elsewhere = claim("a", rv="2")
+    elsewhere["metadata"].update(namespace="other", uid="uid-a-other")
+    apply_events("ResourceClaim", [("ADDED", first), ("ADDED", elsewhere)])
+    recreated = claim("a", rv="5")
+    recreated["metadata"]["uid"] = "uid-a-second"
+    with CaptureQueriesContext(connection) as queries:
+        apply_events("ResourceClaim", [("ADDED", recreated)])
+    namesakes = [
+        q["sql"] for q in queries if q["sql"].startswith("SELECT") and '"name" IN' in q["sql"]
+    ]
+    assert len(namesakes) == 1 and '"namespace" IN' in namesakes[0]
+    assert sorted(ResourceClaim.objects.values_list("namespace", "uid")) == [
+        ("ns", "uid-a-second"),
+        ("other", "uid-a-other"),
+    ]
