@@ -17,13 +17,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import urllib3
-from kubernetes import client as kube_client
-from kubernetes import config as kube_config
-from kubernetes.config.config_exception import ConfigException
+
+if TYPE_CHECKING:
+    from kubernetes import client as kube_client
 
 JSON = dict[str, Any]
 Query = Mapping[str, str | int | bool]
@@ -246,6 +246,9 @@ class KubeClient:
         method: str = "GET",
         body: JSON | None = None,
     ) -> urllib3.BaseHTTPResponse:
+        # Imported by the first request: a client exists, so the package is loaded already.
+        from kubernetes.client import ApiException
+
         params = [(k, _query_value(v)) for k, v in (query or {}).items()]
         header_params = {"Accept": "application/json"}
         if body is not None:
@@ -268,7 +271,7 @@ class KubeClient:
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransportError(f"{method} {path} failed: {_reason(exc)}") from exc
-        except kube_client.ApiException as exc:
+        except ApiException as exc:
             raise TransportError(f"{method} {path} failed: {exc.reason}") from exc
         raw: urllib3.BaseHTTPResponse = response.response
         if not 200 <= raw.status < 300:
@@ -333,6 +336,12 @@ def load_client(
     in_cluster: bool = False,
 ) -> KubeClient:
     """A KubeClient from the service account, a kubeconfig file, or the default kubeconfig."""
+    # The official client is imported here, by the processes that talk to an API server: a web
+    # process that never does (no identity to check) is spared its import (0.16 s of CPU).
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+
     configuration = kube_client.Configuration()
     try:
         if in_cluster:
