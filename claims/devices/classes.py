@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -159,6 +159,18 @@ def class_membership() -> ClassMembership:
     return _membership.get(fingerprint, lambda previous: _compute(fingerprint, previous=previous))
 
 
+def _raw_rows(queryset: QuerySet[Any, tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The rows as the database driver returns them: without Django's converter per value
+    (a boolean's, for 100,000 devices at 5,000 nodes: a tenth of a restart's membership).
+    Only for columns whose raw values mean the same (SQLite's 0/1 for a boolean is tested
+    for truth only)."""
+    sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(2000):
+            yield from rows
+
+
 def _class_selectors(device_class: DeviceClass) -> list[CompiledSelector] | str:
     """The compiled selectors of a class, or an error naming the class and the field."""
     where = f"DeviceClass {device_class.name}"
@@ -252,7 +264,9 @@ def _compute(fingerprint: Fingerprint, *, previous: ClassMembership | None) -> C
         "attributes_text": Cast("attributes", TextField()),
         "capacity_text": Cast("capacity", TextField()),
     }
-    for pk, slice_id, driver, pool_name, name, allow_multiple in current.values_list(*fields):
+    for pk, slice_id, driver, pool_name, name, allow_multiple in _raw_rows(
+        current.values_list(*fields)
+    ):
         keys[(driver, pool_name, name)] = pk
         if allow_multiple:
             multiple.add(pk)
