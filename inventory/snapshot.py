@@ -40,6 +40,7 @@ from dralib.kube.normalize.schema import plain_when_read
 from dralib.kube.streaming import iter_objects
 from inventory.models import SnapshotImport
 from inventory.sync import HANDLERS, BatchResult, Replacement
+from inventory.sync.core import forget_json_texts, remember_json_text
 
 # Kinds a dashboard user may find in a `kubectl get all -o yaml` dump that we deliberately do
 # not track: reported, not rejected.
@@ -145,9 +146,13 @@ def parse_texts(
     report: ImportReport,
     *,
     limits: Limits = DEFAULT_LIMITS,
+    remember_texts: bool = False,
 ) -> Iterator[tuple[str, JSON, JSON]]:
     """(kind, raw, normalized) of every object, read and normalized one at a time; once the
     input is read, SnapshotError listing the first problems if there were any.
+
+    `remember_texts`: the JSON text made of an object that normalizing left as it was is
+    handed to the writer (`remember_json_text`) for kinds that store the object as it is.
 
     After the first invalid object nothing more is handed out (the import is void), but every
     object is still checked, so that the message lists them all.
@@ -211,7 +216,13 @@ def parse_texts(
             if dumped is not None:
                 # Normalizing changed nothing (the same text, as for a v1 object the API server
                 # wrote): one value serves as both, which the writer only reads.
-                raw = obj if _dumped(obj) == dumped else orjson.loads(dumped)
+                if _dumped(obj) == dumped:
+                    raw = obj
+                    if remember_texts and HANDLERS[kind].redact is None:
+                        # Its raw and obj columns: the writer would dump it once more.
+                        remember_json_text(obj, dumped)
+                else:
+                    raw = orjson.loads(dumped)
             yield obj["kind"], raw, obj
     if errors:
         shown = "\n".join(f"  {e}" for e in errors[:20])
@@ -237,9 +248,12 @@ def import_texts(
     given: Counter[str] = Counter()
     # Reading and writing make many containers and next to no cycles: collections would walk
     # them again and again for nothing.
-    with gc_paused(), bulk_load(), transaction.atomic():
+    # On SQLite the writer takes the objects' texts as read (PostgreSQL's paths dump their own).
+    remember = connection.vendor == "sqlite"
+    with gc_paused(), bulk_load(), transaction.atomic(), _texts_forgotten():
         kinds: dict[str, Replacement] = {}
-        for kind, raw, obj in parse_texts(sources, report, limits=limits):
+        objects = parse_texts(sources, report, limits=limits, remember_texts=remember)
+        for kind, raw, obj in objects:
             replacement = kinds.get(kind)
             if replacement is None:
                 replacement = kinds[kind] = Replacement(kind, keep_missing=merge)
@@ -267,6 +281,15 @@ def import_texts(
             )
         record_import(report, merge=merge)
     return report
+
+
+@contextmanager
+def _texts_forgotten() -> Iterator[None]:
+    """Texts remembered for objects the import did not write (kept out, failed) go at the end."""
+    try:
+        yield
+    finally:
+        forget_json_texts()
 
 
 @contextmanager

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from claims.models import AllocatedDevice
 from inventory.models import Device, Node
 from inventory.sync import new_row
-from inventory.sync.core import _preparer
+from inventory.sync.core import _preparer, insert_rows
 
 
 def _comparable(value: object) -> object:
@@ -66,3 +67,35 @@ def test_prepared_values_equal_djangos(row: object) -> None:
     assert [type(v) for v in ours if not hasattr(v, "obj")] == [
         type(v) for v in django if not hasattr(v, "obj")
     ]
+
+
+@pytest.mark.django_db
+def test_inserted_rows_hold_what_pre_save_gives() -> None:
+    """insert_rows stores what pre_save gives each column: one auto_now moment for the write,
+    set on every row, and each row's own creation time (a shared timestamp prepared once)."""
+    shared = datetime(2026, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
+    created = [shared, shared, datetime(2025, 5, 6, tzinfo=UTC), None]
+    rows = [
+        new_row(
+            Node,
+            uid=f"u-{index}",
+            name=f"node-{index}",
+            raw={"n": index},
+            obj={"n": index},
+            resource_version=str(index),
+            created_at=when,
+            synced_at=datetime(2000, 1, 1, tzinfo=UTC),
+        )
+        for index, when in enumerate(created)
+    ]
+    before = timezone.now()
+    insert_rows(Node, rows, returning=("uid",))
+    after = timezone.now()
+    stamps = {row.synced_at for row in rows}
+    assert len(stamps) == 1
+    (stamp,) = stamps
+    assert before <= stamp <= after
+    stored = dict(Node.objects.values_list("uid", "synced_at"))
+    assert stored == {row.uid: stamp for row in rows}
+    assert [Node.objects.get(pk=row.pk).created_at for row in rows] == created
+    assert [Node.objects.get(pk=row.pk).obj for row in rows] == [{"n": i} for i in range(4)]
