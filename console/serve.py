@@ -24,9 +24,8 @@ process and the tests that start a real server run. Why uvicorn, and why these o
   pays for them, and the membership's CEL outcomes are read from the database where an earlier
   process stored them (`claims.devices.stored`: only devices of slices written since are
   evaluated); the leaks (/leaks/ and /metrics); then the
-  what-if state (`claims.whatif.service.warm_live_simulation`: the cluster read and its
-  slices parsed; every node's allocator pools are left to the first question), so the first
-  question reads no row.
+  what-if state (`claims.whatif.service.warm_live_simulation`: the cluster read and every
+  node's allocator pools), so the first question is not a cold one.
 """
 
 from __future__ import annotations

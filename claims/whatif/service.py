@@ -217,16 +217,12 @@ def _live_simulation(
 
 
 def warm_live_simulation() -> int:
-    """Read the cluster and build the live simulation for the default features before any
-    question asks (a web process at start, in the background): the first question then reads
-    no row, and costs a new question plus every node's allocator pools.
-
-    The pools are left to the first question (`Simulation.prepare_nodes` is not called): a
-    second of CPU at every start at 5,000 nodes for a process that may never be asked, where
-    the first question's goal (2 s of CPU) leaves room for them.
+    """Read the cluster and build the live simulation for the default features, with every
+    node's allocator pools, before any question asks (a web process at start, in the
+    background): the first question then costs what any new question costs, not a cold read.
 
     Built apart and installed only when no request installed one meanwhile, so a question
-    arriving during the build never waits for it. Returns how many nodes the state holds.
+    arriving during the build never waits for it. Returns how many nodes got their pools.
     """
     versions, fingerprint, _ = current_state()
     options = parse_options()
@@ -234,10 +230,11 @@ def warm_live_simulation() -> int:
     state, slice_cache = cluster_state(fingerprint=fingerprint, versions=versions)
     sim = Simulation(build_view(state, slice_cache, ()), features=options.feature_set())
     sim.keep_verdicts()
+    sim.prepare_nodes()
     with _simulations_lock:
         if key not in _live:
             _keep_live(key, sim)
-    # The state read frozen without a young pass over it.
+    # Its pools (a second of building at 5,000 nodes) frozen without a young pass over them.
     settle_heap(young_pass=False)
     return len(sim.view.nodes)
 
