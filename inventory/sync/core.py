@@ -365,6 +365,10 @@ def _preparer(columns: list[Any], connection: Any) -> Callable[[list[Any]], list
             if value.__class__ is kind:
                 prepared.append(value)
             elif kind is _JSON and value is not None:
+                if value.__class__ in _EMPTY_TEXTS and not value:
+                    # Most of a device's JSON columns are empty (taints, counters, conditions).
+                    prepared.append(_EMPTY_TEXTS[value.__class__])
+                    continue
                 if dumped is None or not _same_entries(value, dumped):
                     dumped, text = value, _json_text(value)
                 prepared.append(text)
@@ -416,6 +420,9 @@ def _row_values(
     if len(columns) == 1:
         return lambda row: prepare([read(row)])
     return lambda row: prepare(list(read(row)))
+
+
+_EMPTY_TEXTS: dict[type, str] = {dict: "{}", list: "[]"}
 
 
 def _same_entries(value: Any, other: Any) -> bool:

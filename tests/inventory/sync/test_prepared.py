@@ -50,11 +50,14 @@ ROWS = [
         synced_at=datetime(2026, 11, 25, tzinfo=UTC),
     ),
     new_row(AllocatedDevice, claim_id=7, request="r", driver="d", pool="p", device="x"),
+    new_row(Node, uid="u-2", name="node-b", raw={}, obj={}, labels={}, resource_version="1"),
 ]
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("row", ROWS, ids=["device", "device-defaults", "node", "allocated"])
+@pytest.mark.parametrize(
+    "row", ROWS, ids=["device", "device-defaults", "node", "allocated", "node-empty"]
+)
 def test_prepared_values_equal_djangos(row: object) -> None:
     """Each column's value equals get_db_prep_save's (JSON compared as the JSON it holds)."""
     columns = [f for f in type(row)._meta.concrete_fields if not f.primary_key]
