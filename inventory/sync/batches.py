@@ -35,7 +35,11 @@ def apply_events(
     # No savepoint of its own inside a caller's transaction (the watch sink's, with the cursor):
     # a failure here fails the caller's batch anyway, and a savepoint is two more round trips.
     with gc_paused(), transaction.atomic(savepoint=False):
-        writer = BatchWriter(handler, result)
+        # One segment for the whole batch (its objects are held anyway): rows are then updated
+        # in one key order per table. Two segments of a 1,000-event batch each took their
+        # claims in key order, the pods watcher re-linking templates took them in one order
+        # across both, and the two deadlocked.
+        writer = BatchWriter(handler, result, segment_size=len(events))
         for event_type, raw in events:
             if event_type == "DELETED":
                 writer.remove(raw)

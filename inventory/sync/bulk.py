@@ -77,6 +77,8 @@ class Segment:
     # uid -> index in `items`: a later state of a queued object replaces it (a row is written
     # whole, so only the last state of a batch matters; status updates come in bursts).
     queued: dict[str, int] = field(default_factory=dict)
+    # Objects it may hold beyond SEGMENT_SIZE (a watch batch, held whole anyway).
+    limit: int = 0
 
     def replace(self, item: Pending) -> bool:
         """Put `item` in the place of a queued state of the same object; False if none."""
@@ -105,7 +107,7 @@ class Segment:
         return (
             uid not in self.uids
             and (namespace, name) not in self.item_names
-            and len(self.items) + len(self.removals) < SEGMENT_SIZE
+            and len(self.items) + len(self.removals) < max(self.limit, SEGMENT_SIZE)
         )
 
     def claim(self, uid: str, namespace: str, name: str, *, item: bool) -> None:
@@ -135,16 +137,23 @@ class BatchWriter:
     `new_only` says no object is stored yet (a relist into an empty table: the initial sync),
     so segments are inserted without reading stored rows first. Should that be wrong (another
     writer stored one meanwhile), the insert fails on the uid and the segment is written again
-    object by object, reading what is stored.
+    object by object, reading what is stored. `segment_size` lets a segment hold more than
+    SEGMENT_SIZE objects (a watch batch, held whole by its caller anyway).
     """
 
     def __init__(
-        self, handler: KindHandler, result: BatchResult, *, new_only: bool = False
+        self,
+        handler: KindHandler,
+        result: BatchResult,
+        *,
+        new_only: bool = False,
+        segment_size: int = 0,
     ) -> None:
         self.handler = handler
         self.result = result
         self.new_only = new_only
-        self.segment = Segment()
+        self.segment_size = segment_size
+        self.segment = Segment(limit=segment_size)
         self._skipped: set[tuple[str, str]] | None = None
 
     def upsert(self, raw: JSON, obj: JSON | None = None) -> None:
@@ -219,7 +228,7 @@ class BatchWriter:
 
     def flush(self) -> None:
         """Write the queued segment: in bulk, or object by object if the bulk write fails."""
-        segment, self.segment = self.segment, Segment()
+        segment, self.segment = self.segment, Segment(limit=self.segment_size)
         if not segment.items and not segment.removals:
             return
         attempt = BatchResult()

@@ -490,3 +490,17 @@ def test_recreated_names_are_looked_up_within_their_namespaces():
         ("ns", "uid-a-second"),
         ("other", "uid-a-other"),
     ]
+
+
+@pytest.mark.django_db
+def test_a_watch_batch_larger_than_a_segment_is_written_as_one():
+    """A batch of 600 claim updates is one segment (one savepoint): its rows are updated in one
+    key order, as the pods watcher re-linking templates locks them (two segments, each in key
+    order, deadlocked with it)."""
+    apply_events("ResourceClaim", [("ADDED", claim(f"c{i:03}", rv="1")) for i in range(600)])
+    with CaptureQueriesContext(connection) as queries:
+        result = apply_events(
+            "ResourceClaim", [("MODIFIED", claim(f"c{i:03}", rv="2")) for i in range(600)]
+        )
+    assert result.upserted == 600
+    assert sum(q["sql"].startswith("SAVEPOINT") for q in queries) == 1
