@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -464,32 +465,42 @@ def _column_kind(column: Any) -> type | None:
     return _PLAIN_FIELDS.get(type(target))
 
 
-# Objects whose JSON text their reader has made already (an import dumps every object it reads),
-# by the id of their metadata dict, which the shallow copies written as columns share.
-_KNOWN_TEXTS: dict[int, tuple[JSON, bytes]] = {}
+class _KnownTexts(threading.local):
+    """Objects whose JSON text their reader has made already (an import dumps every object it
+    reads), by the id of their metadata dict, which the shallow copies written as columns share.
+    Per thread: an import remembers and writes in its own thread, and nothing it remembers is
+    seen by a watcher or request writing beside it."""
+
+    def __init__(self) -> None:
+        self.by_metadata: dict[int, tuple[JSON, bytes]] = {}
+
+
+_KNOWN_TEXTS = _KnownTexts()
 
 
 def remember_json_text(obj: JSON, text: bytes) -> None:
     """Write `text`, orjson's dump of `obj`, for `obj` (or a shallow copy of it) instead of
-    dumping it again; until `forget_json_texts`. The caller must not change `obj` after."""
-    _KNOWN_TEXTS[id(obj["metadata"])] = (obj, text)
+    dumping it again, in this thread; until `forget_json_texts`. The caller must not change
+    `obj` after."""
+    _KNOWN_TEXTS.by_metadata[id(obj["metadata"])] = (obj, text)
 
 
 def forget_json_text(obj: JSON) -> None:
     """Forget the text remembered for `obj` (or a shallow copy of it), which is not written."""
-    _KNOWN_TEXTS.pop(id(obj.get("metadata")), None)
+    _KNOWN_TEXTS.by_metadata.pop(id(obj.get("metadata")), None)
 
 
 def forget_json_texts() -> None:
-    _KNOWN_TEXTS.clear()
+    _KNOWN_TEXTS.by_metadata.clear()
 
 
 def _json_text(value: Any) -> str:
-    if _KNOWN_TEXTS and value.__class__ is dict:
+    known_texts = _KNOWN_TEXTS.by_metadata
+    if known_texts and value.__class__ is dict:
         key = id(value.get("metadata"))
-        known = _KNOWN_TEXTS.get(key)
+        known = known_texts.get(key)
         if known is not None and _same_entries(value, known[0]):
-            _KNOWN_TEXTS.pop(key, None)
+            known_texts.pop(key, None)
             return known[1].decode()
     dumped = _fast_json(value)
     return dumped.decode() if isinstance(dumped, bytes) else dumped

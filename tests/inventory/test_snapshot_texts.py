@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -73,7 +74,7 @@ def test_stored_texts_are_the_objects_read_and_normalized(demo, monkeypatch):
         assert (_loaded(raw), _loaded(obj)) == expected[key], key
     if connection.vendor == "sqlite":
         assert [kind for kind in dumped_objects if HANDLERS[kind].redact is None] == []
-    assert sync_core._KNOWN_TEXTS == {}
+    assert sync_core._KNOWN_TEXTS.by_metadata == {}
 
 
 @pytest.mark.django_db
@@ -82,11 +83,27 @@ def test_no_text_is_kept_after_a_reimport_or_a_failed_import(demo):
     import_texts([("demo.json", _text(demo))])
     before = _stored_texts()
     assert import_texts([("demo.json", _text(demo))]).result.unchanged == len(demo)
-    assert sync_core._KNOWN_TEXTS == {}
+    assert sync_core._KNOWN_TEXTS.by_metadata == {}
     assert _stored_texts() == before
     broken = copy.deepcopy(demo)
     broken.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "Bad_Name"}})
     with pytest.raises(SnapshotError, match="metadata.name"):
         import_texts([("broken.json", _text(broken))])
-    assert sync_core._KNOWN_TEXTS == {}
+    assert sync_core._KNOWN_TEXTS.by_metadata == {}
     assert _stored_texts() == before
+
+
+def test_a_remembered_text_is_seen_only_by_the_thread_that_remembered_it() -> None:
+    """A watcher or request writing beside an import dumps its own objects, even a shallow copy
+    of one the import remembered; the import's thread takes the remembered text."""
+    obj = {"metadata": {"name": "a"}, "spec": {"x": 1}}
+    sync_core.remember_json_text(obj, b'{"remembered":true}')
+    try:
+        seen: list[str] = []
+        other = threading.Thread(target=lambda: seen.append(sync_core._json_text(dict(obj))))
+        other.start()
+        other.join()
+        assert seen == ['{"metadata":{"name":"a"},"spec":{"x":1}}']
+        assert sync_core._json_text(dict(obj)) == '{"remembered":true}'
+    finally:
+        sync_core.forget_json_texts()
