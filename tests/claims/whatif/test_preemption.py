@@ -16,118 +16,33 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from claims.whatif.nodefit import NodeUsage, PodDemand
+from claims.whatif.nodefit import PodDemand
 from claims.whatif.preemption import (
     Budget,
-    PreemptionInputs,
     RunningPod,
-    candidates_wanted,
     pick_node,
-    preempt,
     split_by_budgets,
 )
 from claims.whatif.service import what_if
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.helpers import URL
+from tests.claims.whatif.preemption_objects import (
+    HIGH,
+    LARGE,
+    LOW,
+    MEDIUM,
+    MID,
+    NEG,
+    SMALL,
+    VERY_LARGE,
+    ask,
+    asking,
+    cluster,
+    node,
+    priority_class,
+    running,
+)
 from tests.claims.whatif.test_answer_schema import _errors
-
-NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
-# Units of upstream's test containers: small 1, medium 2, large 3, very large 5.
-SMALL, MEDIUM, LARGE, VERY_LARGE = 1, 2, 3, 5
-CLASSES = {"neg": NEG, "low": LOW, "mid": MID, "high": HIGH, "very-high": VERY_HIGH}
-
-
-def node(name: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{name}"},
-        "spec": extra,
-        "status": {
-            "allocatable": {"cpu": "500m", "memory": "1000Mi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def priority_class(name: str, value: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name, "uid": f"uid-pc-{name}"},
-        "value": value,
-        **extra,
-    }
-
-
-def running(
-    name: str,
-    node_name: str,
-    units: int,
-    priority: int,
-    *,
-    started: str = "2026-01-01T00:00:00Z",
-    labels: dict[str, str] | None = None,
-    namespace: str = "team",
-    **spec: Any,
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-pod-{name}",
-            "creationTimestamp": started,
-            "labels": labels or {"app": name},
-        },
-        "spec": {
-            "nodeName": node_name,
-            "priority": priority,
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "busybox",
-                    "resources": {
-                        "requests": {"cpu": f"{100 * units}m", "memory": f"{200 * units}Mi"}
-                    },
-                }
-            ],
-            **spec,
-        },
-        "status": {"phase": "Running"},
-    }
-
-
-def asking(units: int, class_name: str = "high", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "preemptor", "namespace": "team"},
-        "spec": {
-            "priorityClassName": class_name,
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "busybox",
-                    "resources": {
-                        "requests": {"cpu": f"{100 * units}m", "memory": f"{200 * units}Mi"}
-                    },
-                }
-            ],
-            **spec,
-        },
-    }
-
-
-def cluster(nodes: int, pods: list[dict[str, Any]], *extra: dict[str, Any]) -> None:
-    classes = [priority_class(n, v) for n, v in CLASSES.items()]
-    load_objects([*classes, *(node(f"machine{i}") for i in range(1, nodes + 1)), *pods, *extra])
-
-
-def ask(pod: dict[str, Any], **options: Any) -> dict[str, Any]:
-    return what_if(yaml.safe_dump(pod), use_cache=False, preemption=True, **options)
-
 
 # (name, nodes, the pod's units and class, running pods (name, node, units, priority), node)
 PICK_TABLE = [
@@ -474,164 +389,6 @@ def test_deployment_over_the_api_matches_the_schema(api, tmp_path) -> None:
     bad = api.post(URL, {"yaml": yaml.safe_dump(deployment), "preemption": "maybe"}, format="json")
     assert bad.status_code == 400
     assert "preemption" in bad.content.decode()
-
-
-DRIVER = "gpu.example.com"
-
-
-def gpu_objects() -> list[dict[str, Any]]:
-    """machine1 publishes two GPUs, both allocated: gpu-0 to a claim only `solo` holds, gpu-1
-    to a claim `shared-low` and the higher-priority `shared-high` both hold."""
-    device_class = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": "gpu", "uid": "uid-class"},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-    }
-    slice_ = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": "machine1-gpus", "uid": "uid-slice"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": "machine1",
-            "pool": {"name": "machine1", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
-        },
-    }
-
-    def claim(name: str, device: str, holders: list[str]) -> dict[str, Any]:
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "team", "uid": f"uid-claim-{name}"},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}
-            },
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [
-                            {
-                                "request": "gpu",
-                                "driver": DRIVER,
-                                "pool": "machine1",
-                                "device": device,
-                            }
-                        ]
-                    }
-                },
-                "reservedFor": [
-                    {"resource": "pods", "name": h, "uid": f"uid-pod-{h}"} for h in holders
-                ],
-            },
-        }
-
-    def user(name: str, priority: int, claim_name: str) -> dict[str, Any]:
-        return running(
-            name,
-            "machine1",
-            SMALL,
-            priority,
-            resourceClaims=[{"name": "gpu", "resourceClaimName": claim_name}],
-        )
-
-    return [
-        device_class,
-        slice_,
-        claim("solo-gpu", "gpu-0", ["solo"]),
-        claim("shared-gpu", "gpu-1", ["shared-low", "shared-high"]),
-        user("solo", LOW, "solo-gpu"),
-        user("shared-low", LOW, "shared-gpu"),
-        user("shared-high", HIGH, "shared-gpu"),
-    ]
-
-
-@pytest.mark.django_db
-def test_victims_free_the_devices_no_one_else_holds() -> None:
-    """A victim's claim frees its devices only when no other consumer is left (the claim is
-    deallocated once reservedFor is empty): `solo` frees gpu-0; gpu-1 stays with shared-high."""
-    cluster(1, [running("filler", "machine1", MEDIUM, LOW)], *gpu_objects())
-    answer = ask(asking(VERY_LARGE - 1))
-    victims = {v["name"]: v for v in answer["preemption"]["victims"]}
-    assert set(victims) == {"solo", "shared-low", "filler"}
-    assert victims["solo"]["claims"] == ["team/solo-gpu"]
-    assert victims["solo"]["devicesFreed"] == [f"{DRIVER}/machine1/gpu-0"]
-    assert victims["shared-low"]["devicesFreed"] == []
-
-
-@pytest.mark.django_db
-def test_devices_held_by_lower_priority_pods_do_not_make_a_candidate() -> None:
-    """DynamicResources has no PreFilter extensions: in the scheduler's dry run a victim's
-    devices are not free, so a pod short only of devices finds no candidate."""
-    cluster(1, [], *gpu_objects())
-    wants_gpu = asking(SMALL)
-    wants_gpu["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one"}]
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one", "namespace": "team"},
-        "spec": {
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}
-            }
-        },
-    }
-    answer = what_if(yaml.safe_dump_all([template, wants_gpu]), use_cache=False, preemption=True)
-    assert answer["fits"] is False
-    assert answer["preemption"]["node"] is None
-    assert answer["preemption"]["candidates"] == 0
-    assert "devices never count as free" in answer["preemption"]["message"]
-
-
-def test_candidates_wanted_as_calculate_num_candidates() -> None:
-    """10% of the nodes, at least 100, never more than there are."""
-    assert [candidates_wanted(n) for n in (5000, 1200, 300, 40)] == [500, 120, 100, 40]
-
-
-def test_the_search_stops_once_enough_candidates_are_held() -> None:
-    """On 1,000 full nodes each with one low-priority pod, 100 candidates are enough: the pods
-    of only the first 200 nodes (one read) are asked for, not all 1,000."""
-    names = [f"n-{i:04d}" for i in range(1000)]
-    nodes = [
-        {"metadata": {"name": n}, "status": {"allocatable": {"cpu": "1", "pods": "10"}}}
-        for n in names
-    ]
-    entries = [
-        {"node": n, "fits": True, "filter": {"filter": "NodeResourcesFit", "reason": "x"}}
-        for n in names
-    ]
-    asked: list[str] = []
-
-    def running(wanted: Any, below: int) -> dict[str, list[RunningPod]]:
-        asked.extend(wanted)
-        return {
-            n: [RunningPod("ns", f"p-{n}", f"u-{n}", 0, PodDemand(requests={"cpu": 1000}))]
-            for n in wanted
-        }
-
-    inputs = PreemptionInputs(classes=[], budgets=[], running=running, claims=lambda refs: {})
-    usage = {n: NodeUsage({"cpu": 1000}, 1) for n in names}
-    answer = preempt(
-        nodes,
-        entries,
-        PodDemand(requests={"cpu": 500}),
-        spec={"priority": 0, "priorityClassName": "system-cluster-critical"},
-        inputs=inputs,
-        usage=usage,
-    )
-    # spec.priority 0 differs from the class's value: admission refuses, nothing is read.
-    assert asked == [] and "must not be provided" in answer["message"]
-    answer = preempt(
-        nodes,
-        entries,
-        PodDemand(requests={"cpu": 500}),
-        spec={"priorityClassName": "system-cluster-critical"},
-        inputs=inputs,
-        usage=usage,
-    )
-    assert len(asked) == 200
-    assert answer["candidates"] == 100 and answer["node"] == "n-0000"
 
 
 @pytest.mark.django_db
