@@ -1,4 +1,4 @@
-"""The HTTP side of the fake API server: routing, discovery, lists, gets and chunked watches.
+"""The HTTP side of the fake API server: routing, discovery, lists and gets (watches: streaming).
 
 Answers the way kube-apiserver answers over JSON: Status bodies for errors, `kind: XList` with
 list metadata for lists (items without kind/apiVersion, as real servers send them), one JSON event
@@ -16,12 +16,8 @@ continue token is a 410 carrying a token to go on at the latest revision; watch 
 from __future__ import annotations
 
 import contextlib
-import select
-import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from http.server import ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from dralib.kube.fakeapi import authz, options, resources
@@ -32,56 +28,17 @@ from dralib.kube.fakeapi.bodies import (
     dumps,
     encode_continue,
     filtered,
-    framed,
-    line,
     loads_body,
     selector,
     status_body,
     too_large_details,
-    watch_event,
 )
-from dralib.kube.fakeapi.faults import Fault, FaultPlan, Verb
-from dralib.kube.fakeapi.resources import DRA_GROUP, ResourceType
-from dralib.kube.fakeapi.selectors import (
-    Predicate,
-    SelectorError,
-)
-from dralib.kube.fakeapi.store import Expired, Key, Obj, ObjectStore, TooLarge
+from dralib.kube.fakeapi.faults import Fault, Verb
+from dralib.kube.fakeapi.resources import DRA_GROUP
+from dralib.kube.fakeapi.selectors import SelectorError
+from dralib.kube.fakeapi.store import Expired, Key, Obj, TooLarge
+from dralib.kube.fakeapi.streaming import Route, ServedApp, StreamingHandler
 
-
-class ServedApp(Protocol):
-    """What a request handler reads and tells of the server it serves (`FakeApiServer`).
-
-    Declared here, so that the handler needs nothing of the server module, which imports it.
-    """
-
-    host: str
-    port: int
-    token: str | None
-    bookmark_interval: float
-    max_watch_seconds: float
-    too_large_wait: float
-    watch_list: bool
-    list_items_with_type_meta: bool
-    continue_expired_token: bool
-    rbac: authz.RbacTable
-    _store: ObjectStore
-    _faults: FaultPlan
-    _stopping: threading.Event
-
-    @property
-    def served_versions(self) -> tuple[str, ...]: ...
-
-    def _record_request(self, method: str, path: str, query: dict[str, str]) -> None: ...
-
-    def _track_connection(self, conn: socket.socket, *, opened: bool) -> None: ...
-
-    def _watch_opened(self) -> None: ...
-
-    def _watch_closed(self) -> None: ...
-
-
-_POLL = 0.25
 # A SubjectAccessReview is a few hundred bytes; the API server caps request bodies at 3 MiB.
 _MAX_BODY = 3 * 1024 * 1024
 
@@ -97,19 +54,7 @@ class FakeHttpServer(ThreadingHTTPServer):
         super().__init__(address, KubeRequestHandler)
 
 
-class _Route:
-    """What a request path names: a resource at a group version, optionally a namespace and name."""
-
-    def __init__(
-        self, rt: ResourceType, *, group_version: str, namespace: str | None, name: str | None
-    ) -> None:
-        self.rt = rt
-        self.group_version = group_version
-        self.namespace = namespace
-        self.name = name
-
-
-class KubeRequestHandler(BaseHTTPRequestHandler):
+class KubeRequestHandler(StreamingHandler):
     """One connection to the fake API server; HTTP/1.1 keep-alive like a real API server."""
 
     protocol_version = "HTTP/1.1"
@@ -262,7 +207,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         if name is not None and rt.namespaced and namespace is None:
             self._not_found()
             return
-        route = _Route(rt, group_version=group_version, namespace=namespace, name=name)
+        route = Route(rt, group_version=group_version, namespace=namespace, name=name)
         verb: Verb = "get" if name else ("watch" if query.get("watch") in options.TRUE else "list")
         fault = self.app._faults.take(resource=rt.plural, verb=verb)
         if fault is not None and self._early_fault(fault, verb):
@@ -300,7 +245,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             return True
         return False
 
-    def _get(self, route: _Route) -> None:
+    def _get(self, route: Route) -> None:
         assert route.name is not None
         obj = self.app._store.get(route.rt, namespace=route.namespace, name=route.name)
         if obj is not None:
@@ -311,7 +256,7 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         details = {"name": route.name, "group": group, "kind": route.rt.plural}
         self._send_status(404, "NotFound", f'{qualified} "{route.name}" not found', details)
 
-    def _list(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
+    def _list(self, route: Route, query: dict[str, str], fault: Fault | None) -> None:
         try:
             matches = selector(query)
             opts = options.parse(query)
@@ -390,15 +335,6 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, body)
 
-    def _wait_for_revision(self, wanted: int) -> None:
-        deadline = time.monotonic() + self.app.too_large_wait
-        store = self.app._store
-        while store.revision < wanted and not self.app._stopping.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            store.wait(after=wanted - 1, timeout=min(left, _POLL), stop=self.app._stopping.is_set)
-
     def _send_too_large(self, exc: TooLarge, *, retry_after: int) -> None:
         self._send_status(
             504,
@@ -423,170 +359,6 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
             return obj
         return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
-    def _watch(self, route: _Route, query: dict[str, str], fault: Fault | None) -> None:
-        try:
-            matches = selector(query)
-            opts = options.parse(query)
-            if opts.send_initial_events is not None and not self.app.watch_list:
-                raise options.watch_list_forbidden()
-            timeout = opts.timeout_seconds or self.app.max_watch_seconds
-            rv = opts.resource_version
-            requested = options.parse_rv(rv) if rv not in ("", "0") else None
-        except options.InvalidOptions as exc:
-            self._send_status(422, "Invalid", str(exc), exc.details())
-            return
-        except (ValueError, SelectorError) as exc:
-            self._send_status(400, "BadRequest", str(exc))
-            return
-        watch_list = opts.send_initial_events is True
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Cache-Control", "no-cache, private")
-        self.end_headers()
-        self.app._watch_opened()
-        try:
-            if watch_list and requested is not None and requested > self.app._store.revision:
-                # A watch list must start from data at least that new: wait, then fail as
-                # the cacher does, with an ERROR event (the 200 is already sent).
-                self._wait_for_revision(requested)
-                if requested > self.app._store.revision:
-                    error = TooLarge(requested, self.app._store.revision)
-                    status = status_body(504, "Timeout", str(error))
-                    status["details"] = too_large_details(error, retry_after=1)
-                    self._chunk(line({"type": "ERROR", "object": status}))
-                    self._end_chunks()
-                    return
-            self._stream(
-                route,
-                fault=fault,
-                matches=matches,
-                deadline=time.monotonic() + timeout,
-                # Legacy watches without a version start with the current state; a watch list
-                # always does; sendInitialEvents=false starts from now.
-                initial_events=watch_list
-                or (requested is None and opts.send_initial_events is None),
-                start=None if watch_list else requested,
-                initial_bookmark=watch_list and opts.allow_bookmarks,
-                bookmarks=opts.allow_bookmarks,
-            )
-        finally:
-            self.app._watch_closed()
-
-    def _stream(
-        self,
-        route: _Route,
-        *,
-        fault: Fault | None,
-        matches: Predicate,
-        deadline: float,
-        initial_events: bool,
-        start: int | None,
-        initial_bookmark: bool,
-        bookmarks: bool,
-    ) -> None:
-        store = self.app._store
-        sent = 0
-        if fault is not None and fault.kind == "hang":
-            self._idle(min(fault.hang_seconds, deadline - time.monotonic()))
-            self._end_chunks()
-            return
-        events: list[dict[str, Any]] = []
-        if start is None:
-            cursor, items = store.snapshot(route.rt, namespace=route.namespace, at=None)
-            if initial_events:
-                events = [{"type": "ADDED", "object": obj} for _, obj in items if matches(obj)]
-        else:
-            cursor = start
-        # Like the cacher, nothing at or below the requested version is sent, bookmarks
-        # included: a watch from a version the server has not reached yet stays silent.
-        floor = cursor if start is not None else 0
-        if initial_bookmark:
-            events.append(self._bookmark(route, cursor, initial_end=True))
-        next_bookmark = time.monotonic() + self.app.bookmark_interval
-        stops_early = fault is not None and fault.kind in ("close", "cut")
-        cutoff = fault.after_events if fault is not None and stops_early else None
-        while True:
-            if cutoff is None:
-                if events:
-                    # A chunk per event, as the API server flushes each; written together, as
-                    # a backlog leaves its buffer in few packets.
-                    self.wfile.write(b"".join(framed(line(event)) for event in events))
-                    sent += len(events)
-            else:
-                for event in events:
-                    if sent >= cutoff:
-                        if fault is not None and fault.kind == "cut":
-                            self._cut_chunk(line(event))
-                        else:
-                            self._end_chunks()
-                        return
-                    self._chunk(line(event))
-                    sent += 1
-            if self.app._stopping.is_set() or self._client_gone():
-                self._abort()
-                return
-            now = time.monotonic()
-            if now >= deadline:
-                self._end_chunks()
-                return
-            if bookmarks and now >= next_bookmark:
-                if cursor > floor:
-                    self._chunk(line(self._bookmark(route, cursor)))
-                next_bookmark = now + self.app.bookmark_interval
-            wake = min(deadline, next_bookmark) if bookmarks else deadline
-            # Wake at least every _POLL seconds to notice a client that went away.
-            store.wait(
-                after=cursor,
-                timeout=min(wake - time.monotonic(), _POLL),
-                stop=self.app._stopping.is_set,
-            )
-            try:
-                cursor, changes = store.changes_since(
-                    route.rt, after=cursor, namespace=route.namespace
-                )
-            except Expired as exc:
-                status = status_body(410, "Expired", str(exc))
-                self._chunk(line({"type": "ERROR", "object": status}))
-                self._end_chunks()
-                return
-            events = [e for c in changes if (e := watch_event(c, matches)) is not None]
-
-    def _bookmark(self, route: _Route, cursor: int, *, initial_end: bool = False) -> dict[str, Any]:
-        metadata: dict[str, Any] = {"resourceVersion": str(cursor)}
-        if initial_end:
-            metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-        kind = route.rt.kind
-        obj = {"kind": kind, "apiVersion": route.group_version, "metadata": metadata}
-        return {"type": "BOOKMARK", "object": obj}
-
-    def _idle(self, seconds: float) -> None:
-        """Send nothing for `seconds`, ending early if the server stops or the client leaves."""
-        until = time.monotonic() + seconds
-        while not self._client_gone():
-            left = until - time.monotonic()
-            if left <= 0 or self.app._stopping.wait(min(left, _POLL)):
-                return
-
-    def _client_gone(self) -> bool:
-        # A closed peer makes the socket readable with nothing to read.
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(framed(data))
-
-    def _end_chunks(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _cut_chunk(self, data: bytes) -> None:
-        # Announce the whole chunk, deliver half of it, then drop the connection.
-        self.wfile.write(b"%x\r\n%s" % (len(data), data[: len(data) // 2]))
-        self._abort()
-
     def _send_cut_body(self, body: bytes) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -595,37 +367,6 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
         self.wfile.write(body[: len(body) // 2])
         self._abort()
 
-    def _abort(self) -> None:
-        self.close_connection = True
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-
     def _not_found(self) -> None:
         message = "the server could not find the requested resource"
         self._send_status(404, "NotFound", message, details={})
-
-    def _send_status(
-        self,
-        code: int,
-        reason: str,
-        message: str,
-        details: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self._send_json(code, status_body(code, reason, message, details), headers)
-
-    def _send_json(
-        self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        self._send_bytes(code, dumps(body), "application/json", headers)
-
-    def _send_bytes(
-        self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
