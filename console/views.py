@@ -16,7 +16,7 @@ from claims.pages import shape_what_if
 from claims.whatif.inputs import WhatIfError
 from claims.whatif.options import MAX_COUNT
 from claims.whatif.request import (
-    answer_for,
+    answer_as_seen,
     check_namespaces,
     read_input,
     read_request,
@@ -207,7 +207,7 @@ def run_what_if(
         question = read_request({"yaml": source}, options=values)
         check_namespaces(question, seen)
         answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
-        shown = answer_for(answer, question, seen)
+        shown = answer_as_seen(answer, question, seen)
     except WhatIfError as exc:
         return {"error": str(exc)}
     if upload is not None and isinstance(source, str):

@@ -33,7 +33,7 @@ from claims.tasks import queue_what_if_job
 from claims.whatif.inputs import INPUT_LIMITS, WhatIfError
 from claims.whatif.jobs import TooManyJobs, create_job, get_job, job_owner, owner_of
 from claims.whatif.request import (
-    answer_for,
+    answer_as_seen,
     check_namespaces,
     check_request,
     read_input,
@@ -150,7 +150,7 @@ class WhatIfView(APIView):
             question = read_request(request.data, options=request.query_params)
             check_namespaces(question, visibility_for(request))
             answer = run_request(question, budget=settings.WHATIF_BUDGET_SECONDS)
-            answer = answer_for(answer, question, visibility_for(request))
+            answer = answer_as_seen(answer, question, visibility_for(request))
         except WhatIfError as exc:
             return _bad(exc)
         return Response(answer)
@@ -204,7 +204,7 @@ class WhatIfJobDetailView(APIView):
             return Response({"detail": "unknown or expired job"}, status=status.HTTP_404_NOT_FOUND)
         if isinstance(job.get("result"), dict):
             try:
-                job = {**job, "result": answer_for(job["result"], {}, visibility_for(request))}
+                job = {**job, "result": answer_as_seen(job["result"], {}, visibility_for(request))}
             except WhatIfError as exc:
                 job = {**job, "status": "failed", "result": None, "error": exc.as_dict()}
         return Response(job)

@@ -31,7 +31,7 @@ from inventory.visibility import Visibility, hide_other_namespaces
 
 __all__ = [
     "REQUEST_KEYS",
-    "answer_for",
+    "answer_as_seen",
     "check_namespaces",
     "check_request",
     "read_input",
@@ -206,7 +206,7 @@ def question_namespaces(answer: Mapping[str, Any], request: Mapping[str, Any]) -
     return (found | _assumed_namespaces(request)) - {""}
 
 
-def answer_for(answer: JSON, request: Mapping[str, Any], seen: Visibility) -> JSON:
+def answer_as_seen(answer: JSON, request: Mapping[str, Any], seen: Visibility) -> JSON:
     """The answer as a person who sees `seen` may read it. A question in a namespace they may
     not see is refused (its quota and claims are that namespace's), the same whatever that
     namespace holds; other namespaces' claims and pods in the answer are named by place only."""
