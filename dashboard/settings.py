@@ -140,6 +140,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = check_redis_url(env_str("REDIS_URL")) if env_str("REDIS_URL") else ""
 # Nothing read back from Redis is unpickled: a writer to Redis must not run code here. The cache
 # stores JSON (dashboard.cache), the channel layer msgpack, Celery JSON.
+# Longer than the channel layer's blocking pop (channels_redis' brpop_timeout, 5 s).
+LIVE_REDIS_READ_SECONDS = 15
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -149,7 +151,18 @@ if REDIS_URL:
                 # their live sockets together (each joining its groups) made handshakes fail
                 # with "Too many connections" (bench_live). Commands are short; the cap only
                 # bounds bursts.
-                "hosts": [{"address": REDIS_URL, "max_connections": 1000}],
+                # A live socket waits in BZPOPMIN for 5 s (the layer's brpop_timeout); redis-py 8
+                # reads with a 5 s socket timeout by default, so an idle socket's receive raced
+                # the server's empty reply and failed with "Timeout reading from" (channels_redis
+                # #422), closing the page's socket. The read waits out the pop, and a dead
+                # Redis is still noticed.
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "max_connections": 1000,
+                        "socket_timeout": LIVE_REDIS_READ_SECONDS,
+                    }
+                ],
                 "serializer_format": "msgpack",
             },
         }

@@ -42,3 +42,32 @@ def test_sends_reuse_their_redis_connections() -> None:
     received = asyncio.run(run())
     assert [event["ids"] for event in received] == [[str(i)] for i in range(6)]
     assert {event["type"] for event in received} == {"live.changed"}
+
+
+def test_an_idle_socket_outlasts_the_layers_blocking_pop() -> None:
+    """A page's live socket that hears nothing for longer than the layer's blocking pop keeps
+    waiting: redis-py 8's default 5 s read timeout raced the pop's empty reply and raised
+    "Timeout reading from" (channels_redis #422), which closed the socket."""
+    if not settings.REDIS_URL:
+        pytest.skip("the in-memory layer does not read Redis; the Redis run checks")
+
+    async def run() -> None:
+        layer = get_channel_layer()
+        pool = layer.create_pool(0)
+        # Not set: redis-py's own default, 5 s.
+        timeout = pool.connection_kwargs.get("socket_timeout", 5)
+        await pool.disconnect()
+        assert timeout is None or timeout > layer.brpop_timeout
+        channel = await layer.new_channel()
+        # A pop ends empty (after 5 s) while nothing is sent; then the message arrives.
+        sender = asyncio.get_running_loop().call_later(
+            layer.brpop_timeout + 1,
+            lambda: asyncio.ensure_future(layer.send(channel, {"type": "live.changed"})),
+        )
+        try:
+            message = await layer.receive(channel)
+        finally:
+            sender.cancel()
+        assert message == {"type": "live.changed"}
+
+    asyncio.run(run())
