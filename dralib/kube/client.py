@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import urllib3
 
+from dralib.kube.bounds import integers_fit_orjson
+
 if TYPE_CHECKING:
     from kubernetes import client as kube_client
 
@@ -86,14 +88,6 @@ def _retry_after(header: str | None, details: Mapping[str, Any]) -> float | None
     return None
 
 
-# Maps every digit to "0", so that one substring search finds a run of digits.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-# Any integer of 19 digits or fewer, or a minus and 18, fits orjson's 64 bits (2**64 - 1 has
-# 20 digits, -2**63 a minus and 19): only a longer run of digits may be read as a float.
-_WIDE = b"0" * 20
-_WIDE_NEGATIVE = b"-" + b"0" * 19
-
-
 def loads(data: bytes) -> Any:
     """Decode JSON, every integer exactly whatever its size.
 
@@ -105,8 +99,7 @@ def loads(data: bytes) -> Any:
     is what orjson refuses (escaped lone surrogates). Raises ValueError when neither decodes
     it; the json module also refuses integers over 4,300 digits (Python's conversion limit).
     """
-    digits = data.translate(_DIGITS_AS_ZERO)
-    if _WIDE not in digits and _WIDE_NEGATIVE not in digits:
+    if integers_fit_orjson(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

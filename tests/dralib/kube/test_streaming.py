@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from dralib.kube.documents import DocumentError, Limits, list_items, load_documents
+from dralib.kube import streaming
+from dralib.kube.documents import (
+    DocumentError,
+    Limits,
+    count_values,
+    list_items,
+    load_documents,
+)
 from dralib.kube.streaming import iter_objects
 
 
@@ -120,3 +127,118 @@ def test_a_yaml_list_keeps_the_bounds() -> None:
     many = "kind: List\nitems:\n" + "".join(f"- {{kind: Node, n: {i}}}\n" for i in range(10))
     with pytest.raises(DocumentError, match="more than 25 values"):
         list(iter_objects(many, limits=Limits(max_nodes=25)))
+
+
+def _pods(count: int, **extra: object) -> list[dict[str, object]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"p{i}",
+                # Entries that start as the items do: the separator repeated inside an item.
+                "managedFields": [{"apiVersion": "v1", "n": 1}, {"apiVersion": "v1", "n": 2}],
+            },
+            **extra,
+        }
+        for i in range(count)
+    ]
+
+
+class _CountingDecoder(json.JSONDecoder):
+    """The json module's decoder, counting the values it is asked to decode."""
+
+    calls = 0
+
+    def raw_decode(self, s: str, idx: int = 0) -> tuple[object, int]:
+        type(self).calls += 1
+        return super().raw_decode(s, idx)
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> type[_CountingDecoder]:
+    """Batches of a few items, and the json decoder's values counted."""
+    monkeypatch.setattr(streaming, "BATCH_CHARS", 600)
+    monkeypatch.setattr(streaming.json, "JSONDecoder", _CountingDecoder)
+    _CountingDecoder.calls = 0
+    return _CountingDecoder
+
+
+@pytest.mark.parametrize("indent", [None, 4])
+def test_items_are_decoded_in_batches_as_the_json_module_reads_them(
+    small_batches: type[_CountingDecoder], indent: int | None
+) -> None:
+    """200 items, compact or indented as kubectl writes them: the same objects as json.loads,
+    the json module decoding only the list's keys, its first two items and its last."""
+    document = {"apiVersion": "v1", "kind": "List", "items": _pods(200), "metadata": {}}
+    text = json.dumps(document, indent=indent)
+    objects = list(iter_objects(text))
+    assert [item for _, _, item in objects] == document["items"]
+    assert [path for _, path, _ in objects] == [f"items[{i}]" for i in range(200)]
+    # apiVersion, kind and their values, "items", items 0, 1 and 199, "metadata" and {}.
+    assert small_batches.calls == 10
+
+
+def test_integers_past_64_bits_stay_exact_in_a_batched_list(
+    small_batches: type[_CountingDecoder],
+) -> None:
+    """orjson would read 2**64 as a float: such a batch is decoded by the json module."""
+    items = _pods(50)
+    items[30]["spec"] = {"big": 2**64, "negative": -(2**63) - 1}
+    text = json.dumps({"kind": "List", "items": items})
+    objects = [item for _, _, item in iter_objects(text)]
+    assert objects == items
+    assert type(objects[30]["spec"]["big"]) is int
+    # Beyond the 6 values of a list without a wide integer (kind, "List", "items", items 0, 1
+    # and 49): the items of the batches that hold item 30.
+    assert small_batches.calls > 6
+
+
+def test_a_broken_item_in_a_batched_list_is_named_as_item_by_item(
+    small_batches: type[_CountingDecoder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The items before a broken one come out, then the same error as without batches."""
+    text = json.dumps({"kind": "List", "items": _pods(40)})
+    broken = text.replace('"name": "p33"', '"name": p33', 1)
+
+    def read(text: str) -> tuple[int, str]:
+        seen = 0
+        with pytest.raises(DocumentError) as error:
+            for _ in iter_objects(text, source="s.json"):
+                seen += 1
+        return seen, str(error.value)
+
+    with_batches = read(broken)
+    monkeypatch.setattr(streaming, "_MISSES_ALLOWED", 0)
+    assert with_batches == read(broken)
+    assert with_batches[0] == 33
+    assert with_batches[1].startswith("s.json line 1: invalid JSON at column")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("\\ud800", r"lone surrogate U\+D800"), ("NaN", "NaN is not a JSON number")],
+)
+def test_a_batched_list_refuses_what_the_json_module_refuses(
+    small_batches: type[_CountingDecoder], value: str, message: str
+) -> None:
+    """An escaped lone surrogate or a NaN late in the list is refused with its reason."""
+    text = json.dumps({"kind": "List", "items": _pods(40)})
+    text = text.replace('"name": "p35"', f'"name": "p35", "x": "{value}"'.replace('"NaN"', "NaN"))
+    with pytest.raises(DocumentError, match=message):
+        list(iter_objects(text, source="s.json"))
+
+
+def test_the_count_of_values_spans_batches(
+    small_batches: type[_CountingDecoder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """max_nodes bounds the whole input at the same count with batches as item by item."""
+    document = {"kind": "List", "items": _pods(30)}
+    text = json.dumps(document)
+    # The reader counts what json.loads would make but the items' array itself.
+    total = count_values(document, depth=1, source="", limits=Limits()) - 1
+    for batches_allowed in (streaming._MISSES_ALLOWED, 0):
+        monkeypatch.setattr(streaming, "_MISSES_ALLOWED", batches_allowed)
+        assert len(list(iter_objects(text, limits=Limits(max_nodes=total)))) == 30
+        with pytest.raises(DocumentError, match=f"more than {total - 1} values"):
+            list(iter_objects(text, limits=Limits(max_nodes=total - 1)))
