@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from inventory.models import KubeObject, SkippedObject
+from inventory.sync import sqlite
 from inventory.sync.pgcopy import COPY_MIN_ROWS, copy_rows, copy_update, server_bound_cursor
 
 log = logging.getLogger("inventory.sync")
@@ -593,10 +594,14 @@ def insert_rows(
         return
     limit = connection.features.max_query_params or 50_000
     per_statement = max(1, min(MAX_INSERT_ROWS, limit // len(columns)))
+    one_qmark = one.replace("%s", "?")
     with connection.cursor() as cursor:
         for part in chunks(rows, per_statement):
             params = [value for row in part for value in values(row)]
-            cursor.execute(head + ", ".join([one] * len(part)) + tail, params)
+            sql = head + ", ".join([one] * len(part)) + tail
+            # Column names hold no %s: the statement with `?`, written as such, not rewritten.
+            qmark_sql = head + ", ".join([one_qmark] * len(part)) + tail
+            sqlite.execute(cursor, sql, qmark_sql, params)
             if returning:
                 for pk, *key in cursor.fetchall():
                     by_key[tuple(key)].pk = pk
