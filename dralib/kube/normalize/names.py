@@ -51,6 +51,7 @@ def dns1123_subdomain(value: str) -> str:
     return ""
 
 
+@lru_cache(maxsize=16_384)  # label and annotation keys repeat in every object
 def qualified_name(value: str) -> str:
     """Reason `value` is not a label or annotation key (`[prefix/]name`)."""
     prefix, slash, name = value.rpartition("/")

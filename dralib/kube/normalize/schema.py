@@ -83,10 +83,24 @@ class _Bool(_Scalar):
         return isinstance(value, bool)
 
 
+# Quantities that matched `_QUANTITY`: a cluster writes a handful of them ("80Gi", "1") over
+# and over (every device's capacity, every container's requests), each matched once.
+_QUANTITIES_SEEN: set[str] = set()
+_QUANTITIES_KEPT = 4096
+
+
 class _Quantity(_Scalar):
     expected = "a quantity"
 
     def fits(self, value: Any) -> bool:
+        if type(value) is str:
+            if value in _QUANTITIES_SEEN:
+                return True
+            if _QUANTITY.match(value) is None:
+                return False
+            if len(_QUANTITIES_SEEN) < _QUANTITIES_KEPT:
+                _QUANTITIES_SEEN.add(value)
+            return True
         if isinstance(value, bool):
             return False
         if isinstance(value, int | float):
@@ -144,10 +158,14 @@ class ListOf:
             self.item_shape.check(entry, item(path, index), ctx)
 
     def fits_all(self, value: Any) -> bool:
-        if not isinstance(value, list | tuple):
+        if type(value) is not list and not isinstance(value, list | tuple):
             return False
         fits = self.item_shape.fits_all
-        return all(entry is not None and fits(entry) for entry in value)
+        # A loop, not all() over a generator: a generator per list of every object read.
+        for entry in value:  # noqa: SIM110
+            if entry is None or not fits(entry):
+                return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -170,7 +188,9 @@ class MapOf:
             return False
         fits = self.value_shape.fits_all
         for key, entry in value.items():
-            if not isinstance(key, str) or entry is None or not fits(entry):
+            if type(key) is not str and not isinstance(key, str):
+                return False
+            if entry is None or not fits(entry):
                 return False
         return True
 
@@ -184,6 +204,11 @@ class Obj:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_required_order", tuple(sorted(self.required)))
+        # Each checked field's fits_all, bound once: looking it up (and skipping ANY) for
+        # every field of every value was most of walking a snapshot's objects.
+        checks = {name: shape.fits_all for name, shape in self.fields.items() if shape is not ANY}
+        object.__setattr__(self, "_checks", checks)
+        object.__setattr__(self, "_check_items", tuple(checks.items()))
 
     def check(self, value: Any, path: str, ctx: Context) -> None:
         mapping = _require_mapping(value, path, ctx)
@@ -207,20 +232,21 @@ class Obj:
     def fits_all(self, value: Any) -> bool:
         if type(value) is not dict and not isinstance(value, Mapping):
             return False
+        get = value.get
         for name in self._required_order:  # type: ignore[attr-defined]
-            if value.get(name) is None:
+            if get(name) is None:
                 return False
-        fields = self.fields
-        if len(value) < len(fields):
+        checks = self._checks  # type: ignore[attr-defined]
+        if len(value) < len(checks):
             for name, entry in value.items():
                 if entry is not None:
-                    shape = fields.get(name)
-                    if shape is not None and shape is not ANY and not shape.fits_all(entry):
+                    fits = checks.get(name)
+                    if fits is not None and not fits(entry):
                         return False
             return True
-        for name, shape in fields.items():
-            entry = value.get(name)
-            if entry is not None and shape is not ANY and not shape.fits_all(entry):
+        for name, fits in self._check_items:  # type: ignore[attr-defined]
+            entry = get(name)
+            if entry is not None and not fits(entry):
                 return False
         return True
 

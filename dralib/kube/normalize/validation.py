@@ -75,7 +75,7 @@ def dicts(value: Any) -> list[tuple[int, dict[str, Any]]]:
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def at_most(items: Any, limit: int, *, path: str, fail: Fail) -> None:
