@@ -390,3 +390,19 @@ class SnapshotImport(models.Model):
 
     def __str__(self) -> str:
         return f"{'merge' if self.merge else 'import'} at {self.imported_at:%Y-%m-%d %H:%M:%S}"
+
+
+class TableVersion(models.Model):
+    """How many transactions have written one table (`inventory.versions`): database triggers
+    bump it in commit order, so a reader who has seen a version sees any later write as a new
+    one. Kept values (class membership, counts, leaks, the what-if's cluster) are keyed by it."""
+
+    name = models.CharField(max_length=63, primary_key=True, help_text="the table's name")
+    version = models.BigIntegerField(default=0)
+    # Transactions that deleted rows: a reader following changes by synced_at reads again.
+    deletes = models.BigIntegerField(default=0)
+    # When the last writing transaction began (PostgreSQL) or committed (SQLite).
+    written_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"

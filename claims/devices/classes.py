@@ -7,15 +7,14 @@ that would fail on another driver's device is never reached). A runtime error on
 leaves the class uncounted with the error. Only current devices of structured (non-classic)
 slices are considered.
 
-Membership changes only when ResourceSlices or DeviceClasses change, while evaluating CEL over
-a hundred thousand devices takes seconds: it is kept in process memory under a fingerprint of
-those two tables (row count, newest `synced_at`, highest pk) and brought up to date when the
-fingerprint moves. Only the devices of slices written since (another resourceVersion or
-`synced_at`) are evaluated again when the classes are unchanged; the others keep their outcome,
-so a slice change costs CEL over that slice's devices, not the cluster's. The outcomes are also
-kept in the database (`stored`) for the next process, which then evaluates only the devices of
-slices written since they were stored. What holds or taints the members is read from the
-database on every call, with a few flat queries.
+Membership changes only when ResourceSlices or DeviceClasses change, while evaluating CEL over a
+hundred thousand devices takes seconds: it is kept in process memory under the versions of those
+two tables (`inventory.versions`) and brought up to date when they move. Only the devices of slices
+written since (another resourceVersion or `synced_at`) are evaluated again when the classes are
+unchanged; the others keep their outcome, so a slice change costs CEL over that slice's devices,
+not the cluster's. The outcomes are also kept in the database (`stored`) for the next process,
+which then evaluates only the devices of slices written since they were stored. What holds or
+taints the members is read from the database on every call, with a few flat queries.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -40,8 +39,6 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Cast
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from claims.devices.states import json_text, rule_taints
 from claims.devices.stored import (
@@ -57,6 +54,7 @@ from claims.models import AllocatedDevice, ResourceClaim
 from dashboard.kept import Kept
 from dralib.allocator.cel import CELError, CompiledSelector, DeviceInput, compile_selector
 from inventory.models import Device, DeviceClass, DeviceTaintRule, ResourceSlice
+from inventory.versions import read_versions
 
 __all__ = [
     "CLASS_METHOD",
@@ -123,16 +121,10 @@ _membership: Kept[ClassMembership] = Kept(pause_gc=True)
 
 
 def table_fingerprint(*models: type[Model]) -> Fingerprint:
-    """Cheap summary of the models' tables, in one round trip: row count, newest `synced_at`
-    and highest pk of each (every synced model has them). Any write or delete moves it."""
-    parts = []
-    for model in models:
-        table = connection.ops.quote_name(model._meta.db_table)
-        parts.append(f"(SELECT COUNT(*), MAX(synced_at), MAX(id) FROM {table}) AS t{len(parts)}")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT * FROM " + ", ".join(parts))  # noqa: S608
-        row = cursor.fetchone()
-    return tuple(row or ())
+    """The models' table versions (`inventory.versions`), three values per table: version,
+    deleting transactions and when the last writer began, in one statement. Any transaction
+    that commits a write after it was read moves it."""
+    return tuple(value for state in read_versions(models) for value in state)
 
 
 def _fingerprint() -> Fingerprint:
@@ -544,29 +536,24 @@ WRITE_MARGIN = timedelta(seconds=60)
 def written_since(
     model: type[M], kept: Fingerprint, now: Fingerprint, *, limit: int, fields: tuple[str, ...] = ()
 ) -> list[M] | None:
-    """The rows of a namespaced `model` written since its table's `kept` fingerprint
-    (`table_fingerprint`: row count, newest synced_at, highest pk), found by the indexed
-    synced_at, with pk, namespace, name and `fields` read, and those written up to WRITE_MARGIN
-    before it again. None when a row was deleted meanwhile (the count grew by less than the new
-    rows; pks only grow) or more than `limit` were read: then the caller reads the table."""
+    """The rows of a namespaced `model` written since its table's `kept` state
+    (`table_fingerprint`: version, deletes, written_at), found by the indexed synced_at, with
+    pk, namespace, name and `fields` read, and those written up to WRITE_MARGIN before the
+    kept state's last writer began again. None when a row was deleted meanwhile or more than
+    `limit` were read: then the caller reads the table."""
     if kept == now:
         return []
-    count, newest, highest = kept
-    if not 0 <= now[0] - count <= limit:  # rows deleted, or many created: no need to look
+    _, deletes, since = kept
+    if deletes != now[1]:
         return None
-    since = parse_datetime(newest) if isinstance(newest, str) else newest
-    if not isinstance(since, datetime):
-        return None
-    if timezone.is_naive(since):
-        # SQLite's MAX(synced_at) is text, in UTC.
-        since = timezone.make_aware(since, UTC)
-    # Writers stamp synced_at before they commit: a row committed after the kept state was
-    # read may carry an older stamp than its newest row. Rows written up to WRITE_MARGIN before
-    # it are read again (reading a row again gives the same result), and `gte` reads again a
-    # row written in the same instant.
-    rows = model._default_manager.filter(synced_at__gte=since - WRITE_MARGIN).order_by()
+    rows = model._default_manager.order_by()
+    if isinstance(since, datetime):
+        # Writers stamp synced_at before they commit, some before their transaction began: a
+        # row committed after the kept state was read may carry an older stamp than its
+        # writer's start. Rows written up to WRITE_MARGIN before it are read again (reading a
+        # row again gives the same result).
+        rows = rows.filter(synced_at__gte=since - WRITE_MARGIN)
     changed = list(rows.only("pk", "namespace", "name", *fields)[: limit + 1])
-    created = sum(1 for row in changed if row.pk > (highest or 0))
-    if len(changed) > limit or now[0] != count + created:
+    if len(changed) > limit:
         return None
     return changed

@@ -39,6 +39,7 @@ from dashboard.gcpause import gc_paused
 from dralib.allocator.taintrules import PatchedSlices, TaintRule
 from inventory.freshness import Freshness, cluster_freshness
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
+from inventory.versions import read_versions
 
 JSON = dict[str, Any]
 
@@ -114,39 +115,20 @@ def consistent_read() -> Iterator[None]:
 
 
 def cluster_fingerprint() -> str:
-    """A digest that changes whenever a row a ClusterListing is read from changes.
-
-    Per table: the row count (catches deletions), the latest `synced_at` (every write of an
-    object sets it: catches updates and creations) and the highest primary key. One statement
-    for all tables instead of reading every (uid, resourceVersion). Call it inside
-    `consistent_read()` to pair it with a read.
+    """A digest that changes whenever a transaction writing a table a ClusterListing is read
+    from commits: the digest of the tables' versions (`inventory.versions`), one statement.
+    Call it inside `consistent_read()` to pair it with a read.
     """
     return fingerprint_of(table_versions())
 
 
 def table_versions() -> dict[str, str]:
     """Per table a ClusterListing is read from, the version `cluster_fingerprint` digests."""
-    # One statement of scalar subqueries, one aggregate each: a lone MAX over an indexed column
-    # is one index lookup (synced_at is indexed for this), where one SELECT of COUNT and two MAXes
-    # scanned every row of every table: 100 ms per question at 5,000 nodes.
-    quote = connection.ops.quote_name
-    parts = []
-    for model in FINGERPRINT_MODELS:
-        table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
-        parts += [
-            f"(SELECT COUNT(*) FROM {table})",
-            f"(SELECT MAX({quote('synced_at')}) FROM {table})",
-            f"(SELECT MAX({pk}) FROM {table})",
-        ]
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {', '.join(parts)}")
-        (row,) = cursor.fetchall()
-    out: dict[str, str] = {}
-    for index, model in enumerate(FINGERPRINT_MODELS):
-        rows, last, top = row[3 * index : 3 * index + 3]
-        # Only compared with versions read the same way: the driver's own text of the time.
-        out[model._meta.label] = f"{rows}:{last if last is not None else ''}:{top}"
-    return out
+    states = read_versions(FINGERPRINT_MODELS)
+    return {
+        model._meta.label: f"{state.version}:{state.deletes}"
+        for model, state in zip(FINGERPRINT_MODELS, states, strict=True)
+    }
 
 
 def fingerprint_of(versions: dict[str, str]) -> str:
