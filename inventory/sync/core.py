@@ -354,7 +354,10 @@ def _preparer(columns: list[Any], connection: Any) -> Callable[[list[Any]], list
     # SQLite keeps JSON as text: what JSONField.get_db_prep_save gives, dumped faster (None is
     # SQL NULL there too).
 
-    last_datetimes: dict[int, tuple[datetime, Any]] = {}
+    # Timestamps prepared in this write, by column and value: a write's rows share an auto_now
+    # moment, and objects made together share their creationTimestamp. Equal datetimes are
+    # the same instant (or the same naive time), which Django prepares to the same text.
+    prepared_datetimes: dict[tuple[int, datetime], Any] = {}
 
     def prepared_sqlite(values: list[Any]) -> list[Any]:
         prepared = []
@@ -375,12 +378,11 @@ def _preparer(columns: list[Any], connection: Any) -> Callable[[list[Any]], list
                     dumped, text = value, _json_text(value)
                 prepared.append(text)
             elif value.__class__ is datetime:
-                # One timestamp shared by a write's rows (`auto_now`) is prepared once.
-                last = last_datetimes.get(index)
-                if last is None or last[0] is not value:
-                    last = (value, column.get_db_prep_save(value, connection))
-                    last_datetimes[index] = last
-                prepared.append(last[1])
+                known = prepared_datetimes.get((index, value))
+                if known is None:
+                    known = column.get_db_prep_save(value, connection)
+                    prepared_datetimes[(index, value)] = known
+                prepared.append(known)
             else:
                 prepared.append(column.get_db_prep_save(value, connection))
         return prepared

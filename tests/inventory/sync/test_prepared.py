@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.db import connection
+from django.db.models import DateTimeField
 from django.utils import timezone
 
 from claims.models import AllocatedDevice
@@ -102,3 +104,36 @@ def test_inserted_rows_hold_what_pre_save_gives() -> None:
     assert stored == {row.uid: stamp for row in rows}
     assert [Node.objects.get(pk=row.pk).created_at for row in rows] == created
     assert [Node.objects.get(pk=row.pk).obj for row in rows] == [{"n": i} for i in range(4)]
+
+
+@pytest.mark.django_db
+def test_equal_timestamps_are_prepared_once_on_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects made together share a creationTimestamp: on SQLite each distinct instant is
+    prepared once per write (Django's conversion ran for every row), stored as Django stores it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL takes datetimes as they are")
+    prepared: list[object] = []
+    prepare = DateTimeField.get_db_prep_save
+
+    def counted(self: DateTimeField, value: object, connection: object) -> object:
+        prepared.append(value)
+        return prepare(self, value, connection)
+
+    monkeypatch.setattr(DateTimeField, "get_db_prep_save", counted)
+    # The same instant written in UTC and in UTC+1, each row its own datetime object.
+    made = [
+        datetime(2026, 1, 2, 8, 0, tzinfo=UTC)
+        if index % 2
+        else datetime(2026, 1, 2, 9, 0, tzinfo=dt_timezone(timedelta(hours=1)))
+        for index in range(100)
+    ]
+    made[7] = datetime(2025, 5, 6, tzinfo=UTC)
+    rows = [
+        new_row(Node, uid=f"u-{i}", name=f"n-{i}", raw={}, obj={}, created_at=when)
+        for i, when in enumerate(made)
+    ]
+    insert_rows(Node, rows, returning=("uid",))
+    # synced_at's moment, the shared instant (first seen in UTC+1), and node 7's.
+    assert len(prepared) == 3
+    stored = dict(Node.objects.values_list("name", "created_at"))
+    assert stored == {f"n-{i}": when for i, when in enumerate(made)}
