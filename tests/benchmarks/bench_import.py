@@ -1,14 +1,19 @@
 """Benchmark: `manage.py import_snapshot` of a demo snapshot, as a user runs it.
 
 Run: .venv/bin/python tests/benchmarks/bench_import.py [--nodes 1000] [--format json|yaml]
-       [--runs 5]
+       [--runs 5] [--against DIR]
 Writes the demo cluster as one List file, then runs `manage.py import_snapshot FILE` in a child
 process `--runs` times into an on-disk database: a SQLite file, emptied (a fresh file) before
 each run, or a fresh PostgreSQL database when DASHBOARD_DATABASE_URL names one (flushed between
 runs). Each run's wall time, CPU time (user + system of the child, from wait4) and peak RSS (the
 child's own VmHWM, read by the child as it exits) are measured; the figures are medians,
 judged against the goals (5,000 nodes: ≤ 15 s, peak RSS ≤ 800 MB; 1,000 nodes in proportion).
-A re-import of the same file (nothing changed) is timed once.
+A re-import of the same file (nothing changed) is timed once. Every run prints its figures with
+the load average as it ended.
+
+`--against DIR` (SQLite only) names another checkout of the project, such as a `git worktree`
+of an earlier commit: its `import_snapshot` runs in turn with this one's, run by run, on the
+same file (each migrated by its own code), so that both medians are taken under the same load.
 """
 
 from __future__ import annotations
@@ -53,12 +58,13 @@ def _child_peak_mb(err: str) -> float:
     raise SystemExit("import_snapshot's child did not report its VmHWM")
 
 
-def _import(path: Path, env: dict[str, str]) -> tuple[float, float, float, str]:
-    """One `import_snapshot` in a child: (wall s, CPU s, peak RSS MB, its summary line)."""
+def _import(path: Path, env: dict[str, str], tree: Path) -> tuple[float, float, float, str]:
+    """One `import_snapshot` of the checkout `tree` in a child: (wall s, CPU s, peak RSS MB,
+    its summary line)."""
     started = time.perf_counter()
     child = subprocess.Popen(
         [str(ROOT / ".venv/bin/python"), "-c", _RUN_AND_REPORT_PEAK, "import_snapshot", str(path)],
-        cwd=ROOT,
+        cwd=tree,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -74,24 +80,27 @@ def _import(path: Path, env: dict[str, str]) -> tuple[float, float, float, str]:
     return wall, usage.ru_utime + usage.ru_stime, _child_peak_mb(err.decode()), out.decode()
 
 
-def _fresh_database(where: Path, run: int, postgres_url: str) -> dict[str, str]:
-    """The environment of a child importing into an empty on-disk database: a new SQLite file,
-    or the benchmark's own PostgreSQL database, flushed (never the one the user named)."""
+def _fresh_database(
+    where: Path, run: int, postgres_url: str, tree: Path, *, label: int = 0
+) -> dict[str, str]:
+    """The environment of a child importing into an empty on-disk database migrated by the
+    checkout `tree`: a new SQLite file, or the benchmark's own PostgreSQL database, flushed
+    (never the one the user named)."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings"}
     if not postgres_url:
-        env["DASHBOARD_DATABASE_URL"] = f"sqlite:///{where / f'import-{run}.sqlite3'}"
+        env["DASHBOARD_DATABASE_URL"] = f"sqlite:///{where / f'import-{run}-{label}.sqlite3'}"
     else:
         env["DASHBOARD_DATABASE_URL"] = postgres_url
     if postgres_url and run:
         subprocess.run(
             [str(ROOT / ".venv/bin/python"), "manage.py", "flush", "--noinput"],
-            cwd=ROOT,
+            cwd=tree,
             env=env,
             check=True,
         )
     subprocess.run(
         [str(ROOT / ".venv/bin/python"), "manage.py", "migrate", "--noinput"],
-        cwd=ROOT,
+        cwd=tree,
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,
@@ -105,7 +114,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--format", choices=["json", "yaml"], default="json")
     parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument(
+        "--against", type=Path, help="another checkout, imported in turn with this one"
+    )
     args = parser.parse_args()
+    trees = [ROOT]
+    if args.against is not None:
+        against = args.against.resolve()
+        if not (against / "manage.py").is_file() or against == ROOT:
+            raise SystemExit(f"--against {against}: not another checkout of the project")
+        if os.environ.get("DASHBOARD_DATABASE_URL", "").startswith("postgres"):
+            raise SystemExit("--against compares on SQLite files (the trees' schemas may differ)")
+        trees.append(against)
     sys.path.insert(0, str(ROOT))
     from demo.generator import generate_demo_cluster
     from dralib.kube.documents import dump_yaml
@@ -135,20 +155,40 @@ def main() -> None:
             connection.close()
         print(f"snapshot: {count} objects, {size_mb:.1f} MB {args.format}; database: {database}")
         print(f"  {load_average()}")
-        runs = []
-        summary = ""
+        runs: dict[Path, list[tuple[float, float, float, str]]] = {tree: [] for tree in trees}
+        again: dict[Path, tuple[float, float, float, str]] = {}
         for run in range(args.runs):
-            env = _fresh_database(where, run, postgres_url)
-            runs.append(_import(path, env))
-            summary = runs[-1][3]
-            # The last file stays for the re-import below.
-            if not postgres and run + 1 < args.runs:
-                Path(env["DASHBOARD_DATABASE_URL"].removeprefix("sqlite:///")).unlink()
-        again = _import(path, env)
+            for label, tree in enumerate(trees):
+                env = _fresh_database(where, run, postgres_url, tree, label=label)
+                runs[tree].append(_import(path, env, tree))
+                wall, cpu, peak, _ = runs[tree][-1]
+                print(
+                    f"  run {run + 1} {tree}: CPU {cpu:.2f} s, wall {wall:.2f} s, "
+                    f"peak RSS {peak:.0f} MB; {load_average()}"
+                )
+                if run + 1 < args.runs:
+                    # The last file of each tree stays for its re-import below.
+                    if not postgres:
+                        Path(env["DASHBOARD_DATABASE_URL"].removeprefix("sqlite:///")).unlink()
+                else:
+                    again[tree] = _import(path, env, tree)
+    for tree in trees:
+        if len(trees) > 1:
+            print(f"{tree}:")
+        _report(runs[tree], again[tree], nodes=args.nodes, count=count)
+
+
+def _report(
+    runs: list[tuple[float, float, float, str]],
+    again: tuple[float, float, float, str],
+    *,
+    nodes: int,
+    count: int,
+) -> None:
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
     peak = statistics.median(r[2] for r in runs)
-    goal = GOAL_SECONDS_PER_NODE * args.nodes
+    goal = GOAL_SECONDS_PER_NODE * nodes
     print(
         f"  import_snapshot: CPU {cpu:.2f} s, wall {wall:.2f} s (median of {len(runs)}; "
         f"{count / wall:.0f} objects/s); goal ≤ {goal:.1f} s "
@@ -161,9 +201,9 @@ def main() -> None:
     )
     print(
         f"  re-import of the same file (nothing changed): CPU {again[1]:.2f} s, "
-        f"wall {again[0]:.2f} s, peak RSS {again[2]:.0f} MB"
+        f"wall {again[0]:.2f} s, peak RSS {again[2]:.0f} MB; {load_average()}"
     )
-    print("  " + summary.strip().replace("\n", "\n  "))
+    print("  " + runs[-1][3].strip().replace("\n", "\n  "))
 
 
 if __name__ == "__main__":
