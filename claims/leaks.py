@@ -48,6 +48,7 @@ from django.utils.dateparse import parse_datetime
 from claims.choices import ClaimState
 from claims.devices.classes import table_fingerprint, written_since
 from claims.models import AllocatedDevice, Pod, Reservation, ResourceClaim
+from claims.stored_leaks import Parts, leaks_digest, read_stored_leaks, store_leaks
 from dashboard.kept import Kept
 from inventory.choices import Kind
 from inventory.models import Device, ResourceSlice, SyncState
@@ -231,18 +232,33 @@ def _leaks_at(kept: _KeptLeaks, now: datetime) -> list[Leak]:
     )
 
 
-def _kept_leaks() -> _KeptLeaks:
+def warm_leaks() -> None:
+    """Every leak read as a web process starts (`console.serve`): from what an earlier process
+    stored at the same table versions, else read and stored for the next one. Pages and scrapes
+    read stored leaks in a new process too, but write none."""
+    _kept_leaks(store=True)
+
+
+def _kept_leaks(*, store: bool = False) -> _KeptLeaks:
     # Allocations and reservations are written with their claim, devices with their slice.
     # The threshold is part of each unreserved leak's detail.
+    fingerprint = _fingerprint()
+    return _kept.get(
+        fingerprint,
+        lambda previous: (
+            _follow(previous, fingerprint)
+            or _read_leaks(fingerprint, first=previous is None, store=store)
+        ),
+    )
+
+
+def _fingerprint() -> tuple[Any, ...]:
     tables = table_fingerprint(ResourceClaim, ResourceSlice, Pod)
-    fingerprint = (
+    return (
         tables[:3],
         (tables[3:6], settings.LEAK_UNRESERVED_SECONDS),
         tables[6:],
         pods_known(),
-    )
-    return _kept.get(
-        fingerprint, lambda previous: _follow(previous, fingerprint) or _read_leaks(fingerprint)
     )
 
 
@@ -345,7 +361,22 @@ def _unreserved(scope: Q | None = None) -> list[tuple[Leak, int]]:
     return list(zip(_with_devices(unreserved), (pk for _, pk in unreserved), strict=True))
 
 
-def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
+def _read_leaks(fingerprint: tuple[Any, ...], *, first: bool, store: bool) -> _KeptLeaks:
+    """Every leak read again; in a new process (`first`), those an earlier one stored at the
+    same table versions, if any (`stored_leaks`). With `store`, what was read while no table
+    moved is stored for the next process."""
+    digest = leaks_digest(fingerprint)
+    if first and digest is not None:
+        stored = read_stored_leaks(digest, Leak)
+        if stored is not None:
+            return _kept_from(fingerprint, *stored)
+    parts = _read_parts(fingerprint)
+    if store and digest is not None and _fingerprint() == fingerprint:
+        store_leaks(digest, parts)
+    return _kept_from(fingerprint, *parts)
+
+
+def _read_parts(fingerprint: tuple[Any, ...]) -> Parts:
     """Read only the columns each check needs: at 1,000 nodes, decoding every claim's and pod's
     stored objects to find a few dozen leaks took seconds."""
     reserved: list[tuple[Leak, int, PodKey]] = []
@@ -363,7 +394,7 @@ def _read_leaks(fingerprint: tuple[Any, ...]) -> _KeptLeaks:
             (leak, claim)
             for leak, (_, claim) in zip(with_devices[len(found) :], owned_found, strict=True)
         ]
-    return _kept_from(fingerprint, _unreserved(), reserved, owned, _pool_leaks(), loose)
+    return _unreserved(), reserved, owned, _pool_leaks(), loose
 
 
 def _with_devices(found: list[tuple[Leak, int]]) -> list[Leak]:

@@ -23,7 +23,8 @@ process and the tests that start a real server run. Why uvicorn, and why these o
   /metrics, pool-status and the availability API read: the first page after a start no longer
   pays for them, and the membership's CEL outcomes are read from the database where an earlier
   process stored them (`claims.devices.stored`: only devices of slices written since are
-  evaluated); the leaks (/leaks/ and /metrics); then the
+  evaluated); the leaks (/leaks/ and /metrics; `claims.leaks.warm_leaks`: those an earlier
+  process stored at the same table versions, else read and stored); then the
   what-if state (`claims.whatif.service.warm_live_simulation`: the cluster read and every
   node's allocator pools), so the first question is not a cold one.
 """
@@ -48,7 +49,7 @@ django.setup()
 from django.db import connections  # noqa: E402
 
 from claims.devices.counts import warm_counts  # noqa: E402
-from claims.leaks import find_leaks  # noqa: E402
+from claims.leaks import warm_leaks  # noqa: E402
 from claims.whatif.service import warm_live_simulation  # noqa: E402
 from dashboard.cancel import begin_shutdown  # noqa: E402
 from dashboard.gcpause import gc_paused  # noqa: E402
@@ -106,7 +107,7 @@ def _warm() -> None:
     with gc_paused():
         try:
             warm_counts()
-            find_leaks()
+            warm_leaks()
         except Exception:  # an empty or unmigrated database: the first page computes it instead
             log.warning("could not compute the device class membership at start", exc_info=True)
         try:
