@@ -74,9 +74,12 @@ class _JsonReader:
         # Strings need a visit only when the text may hold a lone surrogate (as in documents).
         # `decode` refused the text if it held one itself, so only an escape can make one; the
         # plain searches for its start are a pass of the C string search, the pattern's a slower
-        # one, run only when they find something.
-        self.check_strings = ("\\ud" in text or "\\uD" in text) and bool(
-            _SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text)
+        # one, run only when they find something; a text without any \u escape (most
+        # snapshots) is passed over once.
+        self.check_strings = (
+            "\\u" in text
+            and ("\\ud" in text or "\\uD" in text)
+            and bool(_SURROGATE.search(text) or _SURROGATE_ESCAPE.search(text))
         )
         # What separates two items, from the end of one to the first key of the next, as the
         # first two items show it; None until then, or when batches are not to be tried.
