@@ -52,9 +52,15 @@ from claims.devices.states import (
     _rule_match,
     rule_taints,
 )
+from claims.devices.stored_counts import (
+    Stored,
+    counts_digest,
+    read_stored_counts,
+    store_counts,
+)
 from claims.models import AllocatedDevice, Pod, ResourceClaim
 from dashboard.kept import Kept
-from inventory.models import Device, DeviceTaintRule, Pool
+from inventory.models import Device, DeviceClass, DeviceTaintRule, Pool, ResourceSlice
 
 CLASS_COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "free")
 COUNT_KEYS = ("total", "allocated", "shared", "admin", "tainted", "blocked", "unhealthy", "free")
@@ -144,12 +150,16 @@ def forget_counts() -> None:
     _kept.forget()
 
 
-def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
+def _kept_counts(holds: Holds | None = None, *, store: bool = False) -> _KeptCounts:
     """Every pool's counts, computed again only when what they follow moves, and only the part
     that follows it: the slices, classes, claims and DeviceTaintRules (`_claim_side_at`), or the
     pods' health reports (`_pod_reports`, read again only for the pods written since). Two small
     queries say whether anything did; a page then reads the counts of 10,000 pools without
-    reading 100,000 devices, and a pod's change costs what that pod reports."""
+    reading 100,000 devices, and a pod's change costs what that pod reports.
+
+    A new process takes the counts an earlier one stored at the same table versions
+    (`stored_counts`); with `store` (the warm-up), counts computed while no table moved are
+    stored for the next one."""
     membership = class_membership()
     # One round trip for the three tables; each side follows its own.
     tables = table_fingerprint(ResourceClaim, DeviceTaintRule, Pod)
@@ -158,6 +168,19 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
     fingerprint = (claim_fingerprint, pod_fingerprint)
 
     def compute(previous: _KeptCounts | None) -> _KeptCounts:
+        digest = None
+        if previous is None or store:
+            digest = counts_digest(fingerprint, membership.classes_digest)
+        if previous is None and digest is not None:
+            stored = read_stored_counts(digest)
+            if stored is not None:
+                return _from_stored(fingerprint, stored)
+        kept = _computed(previous)
+        if store and digest is not None and _unmoved(membership.fingerprint + tables):
+            store_counts(digest, _to_stored(kept))
+        return kept
+
+    def _computed(previous: _KeptCounts | None) -> _KeptCounts:
         devices = Device.objects.filter(current=True)
         rules = _effective_rules()
         side = _claim_side_at(
@@ -181,6 +204,39 @@ def _kept_counts(holds: Holds | None = None) -> _KeptCounts:
         )
 
     return _kept.get(fingerprint, compute)
+
+
+def _unmoved(read_at: tuple[Any, ...]) -> bool:
+    # Nothing committed while the counts were computed: they are those of these versions.
+    now = table_fingerprint(ResourceSlice, DeviceClass, ResourceClaim, DeviceTaintRule, Pod)
+    return now == read_at
+
+
+def _from_stored(fingerprint: tuple[Any, ...], stored: Stored) -> _KeptCounts:
+    claim_fingerprint, pod_fingerprint = fingerprint
+    return _KeptCounts(
+        fingerprint=fingerprint,
+        counts=stored.counts,
+        unhealthy_unavailable=stored.unavailable,
+        claim_side=_ClaimSide(
+            fingerprint=claim_fingerprint,
+            counts=stored.side_counts,
+            flagged=stored.flagged,
+            pools_of=stored.pools_of,
+        ),
+        reports=_PodReports(fingerprint=pod_fingerprint, keys=stored.reports),
+    )
+
+
+def _to_stored(kept: _KeptCounts) -> Stored:
+    return Stored(
+        counts={key: dict(entry) for key, entry in kept.counts.items()},
+        unavailable=dict(kept.unhealthy_unavailable),
+        side_counts={key: dict(entry) for key, entry in kept.claim_side.counts.items()},
+        flagged=kept.claim_side.flagged,
+        pools_of=dict(kept.claim_side.pools_of),
+        reports=dict(kept.reports.keys),
+    )
 
 
 # More claims or pods changed than this since the last computation: it is done whole.
@@ -300,7 +356,7 @@ def warm_counts() -> None:
     _warming.set()
     try:
         warm_units()
-        _kept_counts()
+        _kept_counts(store=True)
     finally:
         _warming.clear()
 

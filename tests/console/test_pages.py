@@ -93,17 +93,20 @@ def test_overview_runs_a_fixed_number_of_queries(db, viewer_user) -> None:
     client = Client()
     client.force_login(viewer_user)
     load_demo(nodes=5, seed=3)
-    # The first page in a process may read the stored membership outcomes
-    # (claims.KeptMembership) once; whether it does depends on which tests ran before here.
+    # The first page in a process may read the stored membership outcomes, pool counts and
+    # leaks (claims.KeptMembership) once each; whether it does depends on which tests ran
+    # before here.
     first = _queries(client, reverse("overview"))
     small_again = _queries(client, reverse("overview"))
     load_demo(nodes=5, seed=5)
     small = _queries(client, reverse("overview"))
-    assert small <= first <= small + 1
+    assert small <= first <= small + 3
     load_demo(nodes=20, seed=4)
     assert Node.objects.count() >= 20
     large = _queries(client, reverse("overview"))
-    assert large == small
+    # Table versions do not say how many rows a write changed: after many pods changed,
+    # written_since reads up to its limit before the reports are read whole (one query more).
+    assert small <= large <= small + 1
     # The exact class counts add a fingerprint query and a holds/taints query, and four more
     # (classes, the slices' versions, devices, the changed devices' attributes) when class
     # membership is brought up to date, as after each demo load here; the units read their
@@ -116,8 +119,9 @@ def test_overview_runs_a_fixed_number_of_queries(db, viewer_user) -> None:
     # Every pool's device counts are kept (claims.devices.counts) under the membership's,
     # the claims', the taint rules' and the pods' fingerprint: one query more to read it, and
     # the unhealthy devices' holders and taints when counted again; and the pools each claim
-    # holds, so that a later claim change counts only those pools again.
-    assert large <= 33
+    # holds, so that a later claim change counts only those pools again. And the reports'
+    # written_since query above.
+    assert large <= 34
     # Nothing changed: the membership, units, holds and counts are read from memory, only
     # their fingerprints and the page's own small lists are asked.
     again = _queries(client, reverse("overview"))
