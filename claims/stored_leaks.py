@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import astuple
 from pathlib import Path
 from typing import Any, TypeVar
@@ -83,7 +83,7 @@ def store_leaks(digest: str, parts: Parts) -> None:
     )
 
 
-def read_stored_leaks(digest: str, leak_type: type[L]) -> Parts | None:
+def read_stored_leaks(digest: str, leak_type: Callable[..., L]) -> Parts | None:
     """The leaks an earlier process stored under `digest`, as `leak_type` instances."""
     data = read_kept(_NAME, digest)
     if data is None:
