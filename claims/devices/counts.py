@@ -123,7 +123,7 @@ class _ClaimSide:
 @dataclass(frozen=True)
 class _PodReports:
     """Per pod that reports devices Unhealthy, their keys, as of `fingerprint` (the Pod
-    table's row count, newest synced_at and highest pk)."""
+    table's version, `inventory.versions`)."""
 
     fingerprint: tuple[Any, ...]
     keys: Mapping[int, frozenset[DeviceKey]]
