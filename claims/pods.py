@@ -25,8 +25,7 @@ from claims.whatif.resources import (
     EPHEMERAL_STORAGE,
     MEMORY,
     host_ports,
-    pod_requests,
-    scheduler_units,
+    pod_request_units,
     with_request_defaults,
 )
 from inventory.models import DeviceClass
@@ -144,7 +143,7 @@ def pod_usage(obj: Mapping[str, Any]) -> JSON:
     """The slim projection every pod keeps: what the scheduler's node accounting reads."""
     spec = with_request_defaults(obj.get("spec") or {})
     status = obj.get("status") or {}
-    units = scheduler_units(pod_requests(spec, status=status))
+    units = pod_request_units(spec, status=status)
     priority = spec.get("priority")
     return {
         "phase": str(status.get("phase") or ""),

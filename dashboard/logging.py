@@ -21,14 +21,13 @@ past logging (warnings, uncaught exceptions) through it, so with JSON on every l
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
 import logging.config
 import sys
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import TracebackType
@@ -61,14 +60,29 @@ def object_extra(*, kind: str, namespace: str = "", name: str) -> dict[str, str]
     return {"kind": kind, "namespace": namespace, "object_name": name}
 
 
-@contextlib.contextmanager
-def object_context(*, kind: str, namespace: str = "", name: str) -> Iterator[None]:
-    """Name the object every log line inside the block is about (nesting: innermost wins)."""
-    token = _current.set((kind, namespace or "", name))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+class object_context:  # lower case: it replaced a function, and reads as one in `with`
+    """Name the object every log line inside the block is about (nesting: innermost wins).
+
+    A class rather than a generator context manager: the sync enters one per object it reads,
+    and entering sets a ContextVar to a tuple and nothing more; the fields a record carries are
+    built by `ObjectContextFilter` only when a line is emitted.
+    """
+
+    __slots__ = ("_object", "_token")
+
+    def __init__(self, *, kind: str, namespace: str = "", name: str) -> None:
+        self._object = (kind, namespace or "", name)
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._object)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _current.reset(self._token)
 
 
 def current_object() -> dict[str, str] | None:

@@ -26,16 +26,21 @@ after its upstream counterpart:
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from dralib.allocator.quantity import Quantity, QuantityError
 
 JSON = dict[str, Any]
 # Exact amounts per resource name.
 Amounts = dict[str, Fraction]
+# The same arithmetic (sums, maxima) runs on exact amounts or on whole scheduler units.
+N = TypeVar("N", Fraction, int)
+# One ResourceList read as amounts of N: (the list, the field's path) -> amounts.
+Reader = Callable[[Any, str], dict[str, N]]
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -70,7 +75,7 @@ def amount(value: Any, *, path: str = "") -> Fraction:
         raise ResourceError(path, f"not a quantity: {value!r}") from exc
 
 
-def amounts(resources: Any, *, path: str = "") -> Amounts:
+def amounts(resources: Any, path: str = "") -> Amounts:
     """A ResourceList as exact amounts ({} for anything that is not a map)."""
     if not isinstance(resources, Mapping):
         return {}
@@ -104,12 +109,12 @@ def quantity_text(value: Fraction, name: str = "") -> str:
     return str(whole)
 
 
-def _add(total: Amounts, more: Mapping[str, Fraction]) -> None:
+def _add(total: dict[str, N], more: Mapping[str, N]) -> None:
     for name, value in more.items():
-        total[name] = total.get(name, Fraction(0)) + value
+        total[name] = total.get(name, 0) + value
 
 
-def _maximum(total: Amounts, other: Mapping[str, Fraction]) -> None:
+def _maximum(total: dict[str, N], other: Mapping[str, N]) -> None:
     for name, value in other.items():
         if name not in total or value > total[name]:
             total[name] = value
@@ -143,16 +148,16 @@ def _resize_infeasible(status: Mapping[str, Any] | None) -> bool:
     return False
 
 
-Picker = Callable[[Mapping[str, Any], str], Amounts]
+Picker = Callable[[Mapping[str, Any], str], dict[str, N]]
 
 
-def _aggregate(spec: Mapping[str, Any], pick: Picker) -> Amounts:
+def _aggregate(spec: Mapping[str, Any], pick: Picker[N]) -> dict[str, N]:
     """`aggregateContainerResourcesByFn`: `pick(container, path)` gives one container's amounts."""
-    total: Amounts = {}
+    total: dict[str, N] = {}
     for index, container in enumerate(_containers(spec, "containers")):
         _add(total, pick(container, f"spec.containers[{index}]"))
-    sidecars: Amounts = {}
-    init_peak: Amounts = {}
+    sidecars: dict[str, N] = {}
+    init_peak: dict[str, N] = {}
     for index, container in enumerate(_containers(spec, "initContainers")):
         own = pick(container, f"spec.initContainers[{index}]")
         if container.get("restartPolicy") == _ALWAYS:
@@ -167,62 +172,70 @@ def _aggregate(spec: Mapping[str, Any], pick: Picker) -> Amounts:
     return total
 
 
-def _spec_picker(field: str) -> Picker:
-    def pick(container: Mapping[str, Any], path: str) -> Amounts:
-        return amounts(_resources(container).get(field), path=f"{path}.resources.{field}")
+def _spec_picker(field: str, read: Reader[N]) -> Picker[N]:
+    def pick(container: Mapping[str, Any], path: str) -> dict[str, N]:
+        return read(_resources(container).get(field), f"{path}.resources.{field}")
 
     return pick
 
 
-def _status_requests(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Amounts:
+def _status_requests(
+    spec: Mapping[str, Any], status: Mapping[str, Any], read: Reader[N]
+) -> dict[str, N]:
     """AggregateContainerRequests with UseStatusResources: the larger of what the spec asks,
     what the kubelet allocated and what it actuated (an in-place resize under way), or only the
     last two when the resize is infeasible."""
     statuses = _statuses(status)
     infeasible = _resize_infeasible(status)
-    from_spec = _spec_picker("requests")
+    from_spec = _spec_picker("requests", read)
 
-    def allocated(container: Mapping[str, Any], path: str) -> Amounts:
+    def allocated(container: Mapping[str, Any], path: str) -> dict[str, N]:
         entry = statuses.get(str(container.get("name")))
         if entry is not None and isinstance(entry.get("allocatedResources"), Mapping):
-            return amounts(entry["allocatedResources"])
+            return read(entry["allocatedResources"], "")
         return {} if infeasible else from_spec(container, path)
 
-    def actuated(container: Mapping[str, Any], path: str) -> Amounts:
+    def actuated(container: Mapping[str, Any], path: str) -> dict[str, N]:
         entry = statuses.get(str(container.get("name"))) or {}
         actual = _resources(entry).get("requests")
         if isinstance(actual, Mapping):
-            return amounts(actual)
+            return read(actual, "")
         return allocated(container, path)
 
-    result = {} if infeasible else _aggregate(spec, from_spec)
+    result: dict[str, N] = {} if infeasible else _aggregate(spec, from_spec)
     _maximum(result, _aggregate(spec, actuated))
     _maximum(result, _aggregate(spec, allocated))
     return result
 
 
-def _pod_level(spec: Mapping[str, Any], field: str) -> Amounts:
+def _pod_level(spec: Mapping[str, Any], field: str, read: Reader[N] = amounts) -> dict[str, N]:
     resources = spec.get("resources")
     if not isinstance(resources, Mapping):
         return {}
-    found = amounts(resources.get(field), path=f"spec.resources.{field}")
+    found = read(resources.get(field), f"spec.resources.{field}")
     return {k: v for k, v in found.items() if k in _POD_LEVEL or k.startswith(HUGEPAGES_PREFIX)}
+
+
+def _requests(
+    spec: Mapping[str, Any], status: Mapping[str, Any] | None, read: Reader[N]
+) -> dict[str, N]:
+    if status is not None and _statuses(status):
+        requests = _status_requests(spec, status, read)
+    else:
+        requests = _aggregate(spec, _spec_picker("requests", read))
+    requests.update(_pod_level(spec, "requests", read))
+    _add(requests, read(spec.get("overhead"), "spec.overhead"))
+    return requests
 
 
 def pod_requests(spec: Mapping[str, Any], *, status: Mapping[str, Any] | None = None) -> Amounts:
     """PodRequests: what the pod asks for, exactly (see the module docstring)."""
-    if status is not None and _statuses(status):
-        requests = _status_requests(spec, status)
-    else:
-        requests = _aggregate(spec, _spec_picker("requests"))
-    requests.update(_pod_level(spec, "requests"))
-    _add(requests, amounts(spec.get("overhead"), path="spec.overhead"))
-    return requests
+    return _requests(spec, status, amounts)
 
 
 def pod_limits(spec: Mapping[str, Any]) -> Amounts:
     """PodLimits: the pod's limits; overhead is added to the limits that are set."""
-    limits = _aggregate(spec, _spec_picker("limits"))
+    limits = _aggregate(spec, _spec_picker("limits", amounts))
     pod_level = _pod_level(spec, "limits")
     if pod_level or _pod_level(spec, "requests"):
         limits.update(pod_level)
@@ -274,6 +287,75 @@ def scheduler_units(requests: Mapping[str, Fraction]) -> dict[str, int]:
         if units:
             out[name] = units
     return out
+
+
+class _NotWhole(Exception):
+    """A quantity that is not a whole number of its scheduler unit, or not a quantity."""
+
+
+# How many distinct quantity texts `pod_request_units` remembers: a cluster's pods repeat a few
+# dozen request values; past the bound the oldest are read again.
+UNIT_TEXTS = 4096
+
+
+@functools.lru_cache(maxsize=UNIT_TEXTS)
+def _whole_units(text: str) -> tuple[bool, int | None, int | None]:
+    """(readable, millis, whole units) of a quantity text; None where that unit does not hold
+    the amount exactly."""
+    try:
+        exact = Quantity.parse(text).exact
+    except (QuantityError, ValueError):
+        return False, None, None
+    millis = exact * 1000
+    return (
+        True,
+        millis.numerator if millis.denominator == 1 else None,
+        exact.numerator if exact.denominator == 1 else None,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _counted_in_units(name: str) -> bool:
+    return name in (MEMORY, EPHEMERAL_STORAGE, PODS) or is_scalar(name)
+
+
+def _units(resources: Any, path: str = "") -> dict[str, int]:
+    """A ResourceList in scheduler units (cpu in millis, the rest whole), names the scheduler
+    does not count left out; `_NotWhole` when a counted amount is not whole in its unit (its
+    rounding up must come after the sum) or any value is no quantity (the exact reading then
+    names the field)."""
+    if not isinstance(resources, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for key, value in resources.items():
+        readable, millis, whole = _whole_units(value if type(value) is str else str(value))
+        name = str(key)
+        if name == CPU:
+            units = millis
+        elif _counted_in_units(name):
+            units = whole
+        elif readable:
+            continue
+        else:
+            units = None
+        if units is None:
+            raise _NotWhole
+        out[name] = units
+    return out
+
+
+def pod_request_units(
+    spec: Mapping[str, Any], *, status: Mapping[str, Any] | None = None
+) -> dict[str, int]:
+    """`scheduler_units(pod_requests(spec, status=status))`, summed in integers when every
+    counted request is whole in its unit (millicores, bytes), as pods' requests nearly always
+    are; otherwise, or when a value is unreadable, the exact amounts (which raise ResourceError
+    naming the field)."""
+    try:
+        units = _requests(spec, status, _units)
+    except _NotWhole:
+        return scheduler_units(pod_requests(spec, status=status))
+    return {name: value for name, value in units.items() if value}
 
 
 def allocatable_units(allocatable: Mapping[str, Any]) -> dict[str, int]:

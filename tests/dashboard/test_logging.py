@@ -88,6 +88,23 @@ def test_context_does_not_leak_into_other_threads(stream_logger) -> None:
     assert seen == [None]
 
 
+def test_context_ends_when_the_block_raises(stream_logger) -> None:
+    """An exception out of the block resets the object (the sync's per-object `with`), the
+    exception goes on, and a line logged while it is handled inside names the object."""
+    logger, stream, handler = stream_logger
+    handler.setFormatter(JsonFormatter())
+    with pytest.raises(KeyError), object_context(kind="Pod", namespace="team-a", name="bad"):
+        try:
+            raise KeyError("spec")
+        except KeyError:
+            logger.exception("skipped")
+            raise
+    assert current_object() is None
+    (line,) = json_lines(stream)
+    assert (line["kind"], line["namespace"], line["name"]) == ("Pod", "team-a", "bad")
+    assert "KeyError" in str(line["exc"])
+
+
 def test_extra_and_adapter_name_the_object(stream_logger) -> None:
     """object_extra for one call and ObjectLogger for many; other extras stay as JSON fields."""
     logger, stream, handler = stream_logger
