@@ -120,16 +120,21 @@ def _maximum(total: dict[str, N], other: Mapping[str, N]) -> None:
             total[name] = value
 
 
+def _is_map(value: Any) -> bool:
+    # A parsed pod holds dicts: the type test spares the slower ABC check on every pod synced.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     containers = spec.get(key)
     if not isinstance(containers, list):
         return []
-    return [c for c in containers if isinstance(c, Mapping)]
+    return [c for c in containers if _is_map(c)]
 
 
 def _resources(container: Mapping[str, Any]) -> Mapping[str, Any]:
     resources = container.get("resources")
-    return resources if isinstance(resources, Mapping) else {}
+    return resources if _is_map(resources) else {}
 
 
 def _statuses(status: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
@@ -324,7 +329,7 @@ def _units(resources: Any, path: str = "") -> dict[str, int]:
     does not count left out; `_NotWhole` when a counted amount is not whole in its unit (its
     rounding up must come after the sum) or any value is no quantity (the exact reading then
     names the field)."""
-    if not isinstance(resources, Mapping):
+    if not _is_map(resources):
         return {}
     out: dict[str, int] = {}
     for key, value in resources.items():
