@@ -134,7 +134,7 @@ def _containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 def _resources(container: Mapping[str, Any]) -> Mapping[str, Any]:
     resources = container.get("resources")
-    return resources if _is_map(resources) else {}
+    return resources if type(resources) is dict or isinstance(resources, Mapping) else {}
 
 
 def _statuses(status: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
@@ -213,7 +213,7 @@ def _status_requests(
     return result
 
 
-def _pod_level(spec: Mapping[str, Any], field: str, read: Reader[N] = amounts) -> dict[str, N]:
+def _pod_level(spec: Mapping[str, Any], field: str, read: Reader[N]) -> dict[str, N]:
     resources = spec.get("resources")
     if not isinstance(resources, Mapping):
         return {}
@@ -241,8 +241,8 @@ def pod_requests(spec: Mapping[str, Any], *, status: Mapping[str, Any] | None = 
 def pod_limits(spec: Mapping[str, Any]) -> Amounts:
     """PodLimits: the pod's limits; overhead is added to the limits that are set."""
     limits = _aggregate(spec, _spec_picker("limits", amounts))
-    pod_level = _pod_level(spec, "limits")
-    if pod_level or _pod_level(spec, "requests"):
+    pod_level = _pod_level(spec, "limits", amounts)
+    if pod_level or _pod_level(spec, "requests", amounts):
         limits.update(pod_level)
     for name, value in amounts(spec.get("overhead"), path="spec.overhead").items():
         if limits.get(name):
@@ -275,7 +275,7 @@ def is_extended(name: str) -> bool:
 
 def pod_level_set(spec: Mapping[str, Any]) -> bool:
     """`IsPodLevelResourcesSet`: spec.resources names cpu, memory or hugepages."""
-    return bool(_pod_level(spec, "requests") or _pod_level(spec, "limits"))
+    return bool(_pod_level(spec, "requests", amounts) or _pod_level(spec, "limits", amounts))
 
 
 def scheduler_units(requests: Mapping[str, Fraction]) -> dict[str, int]:
