@@ -13,7 +13,9 @@ after its upstream counterpart:
 - `scheduler_units`: the scheduler's `framework.Resource` of those requests: millicores for cpu,
   whole units (rounded up) for the rest; names that are neither native, hugepages, attachable
   volumes nor domain-prefixed are not scalar resources and are dropped, as `Resource.Add` drops
-  them.
+  them. `pod_request_units` gives the same figures summed in integers (millicores, bytes) when
+  every counted quantity is whole in its unit, each distinct text parsed once (the sync reads it
+  for every pod); otherwise the exact sum, rounded up after adding.
 - `host_ports`: `schedutil.GetHostPorts`: container ports with a hostPort, of the containers and
   of the restartable init containers, hostIP defaulting to 0.0.0.0 and protocol to TCP.
 - `with_limit_ranges`: the API server's request defaulting (a missing request of a resource with
