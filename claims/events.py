@@ -9,12 +9,14 @@ Bounds, applied after every batch: the newest `EVENTS_PER_OBJECT` per regarding 
 objects that gained an event (a created event, or one now about another object: an updated
 event's `count` bump, most of a cluster's event traffic, adds no row), and nothing last seen
 longer ago than `EVENTS_TTL_SECONDS` (as kube-apiserver forgets events after --event-ttl, one
-hour by default). So the table holds at most EVENTS_PER_OBJECT rows per claim and pod with
-claims, whatever the event rate.
+hour by default; a written event already past it goes with its batch, the others within
+EVENTS_SWEEP_SECONDS of expiring). So the table holds at most EVENTS_PER_OBJECT rows per claim
+and pod with claims, whatever the event rate.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,7 +34,14 @@ from inventory.sync import JSON, BatchResult, KindHandler, Written, chunks, dele
 # The kinds an event must be about to be kept.
 REGARDING_KINDS = frozenset({"Pod", "ResourceClaim"})
 
-__all__ = ["REGARDING_KINDS", "event_columns", "events_about", "register_events", "trim_events"]
+__all__ = [
+    "REGARDING_KINDS",
+    "SWEEPS",
+    "event_columns",
+    "events_about",
+    "register_events",
+    "trim_events",
+]
 
 
 def _time(value: Any) -> datetime | None:
@@ -92,22 +101,59 @@ def _deleted(rows: QuerySet[Event], result: BatchResult) -> None:
     result.trimmed += len(pks)
 
 
+class Sweeps:
+    """When the TTL sweep of the whole table last ran in this process (monotonic seconds).
+
+    `last_seen` has no index (an index on it made every count bump rewrite all the row's
+    indexes), so the sweep reads the table: it runs at most every EVENTS_SWEEP_SECONDS, while
+    the events a batch writes already past the TTL go with their batch. Readers filter by the
+    cutoff (`events_about`), so an expired event still stored is never shown.
+    """
+
+    def __init__(self) -> None:
+        self.last: float | None = None
+
+    def due(self, now: float) -> bool:
+        if self.last is not None and now - self.last < EVENTS_SWEEP_SECONDS:
+            return False
+        self.last = now
+        return True
+
+
+# The whole table's TTL sweep runs this often at most (a minute beside the TTL's hour).
+EVENTS_SWEEP_SECONDS = 60.0
+SWEEPS = Sweeps()
+
+
 def trim_events(
     subjects: Iterable[tuple[str, str, str]],
     result: BatchResult,
     *,
     grown: Iterable[tuple[str, str, str]] | None = None,
+    written: Iterable[tuple[int, datetime | None]] = (),
+    sweep: bool | None = None,
 ) -> None:
-    """Apply the TTL to all events; remove the events of these (namespace, kind, name) objects
-    that are pods stored without claims, and bound the events of the `grown` ones (by default
-    all of them) to the newest EVENTS_PER_OBJECT.
+    """Apply the TTL; remove the events of these (namespace, kind, name) objects that are pods
+    stored without claims, and bound the events of the `grown` ones (by default all of them) to
+    the newest EVENTS_PER_OBJECT.
+
+    The TTL: the `written` (pk, last seen) rows already past it go, and the whole table is swept
+    when `sweep` says so (by default when SWEEPS says one is due).
 
     Objects are looked up by `IN` lists of namespaces and names and matched in Python: a `Q`
     per object, ORed 200 at a time, cost more to build than to run.
     """
     wanted = sorted(set(subjects))
     cutoff = timezone.now() - timedelta(seconds=settings.EVENTS_TTL_SECONDS)
-    _deleted(Event.objects.filter(last_seen__lt=cutoff), result)
+    if sweep is None:
+        sweep = SWEEPS.due(time.monotonic())
+    if sweep:
+        _deleted(Event.objects.filter(last_seen__lt=cutoff), result)
+    else:
+        # A naive time (a timestamp without a zone) cannot be compared: the sweep has it.
+        expired = [pk for pk, seen in written if seen and timezone.is_aware(seen) and seen < cutoff]
+        if expired:
+            _deleted(Event.objects.filter(pk__in=expired), result)
     pods = [(namespace, name) for namespace, kind, name in wanted if kind == "Pod"]
     for part in chunks(pods):
         plain = set(
@@ -158,10 +204,12 @@ def events_written(written: list[Written], result: BatchResult) -> None:
     """Count and announce written events, then keep the table within its bounds."""
     subjects = set()
     grown = set()
+    seen: list[tuple[int, datetime | None]] = []
     for entry in written:
         result.upserted += 1
         result.touch("events", entry.row.pk)
         row = entry.row
+        seen.append((row.pk, row.last_seen))
         subject = (row.namespace, row.regarding_kind, row.regarding_name)
         subjects.add(subject)
         stored = entry.item.stored
@@ -171,7 +219,7 @@ def events_written(written: list[Written], result: BatchResult) -> None:
             stored.get("regarding_name"),
         ):
             grown.add(subject)
-    trim_events(subjects, result, grown=grown)
+    trim_events(subjects, result, grown=grown, written=seen)
 
 
 def events_about(

@@ -277,7 +277,11 @@ class Event(NamespacedObject):
     regarding_uid = models.CharField(max_length=64, blank=True, default="")
     count = models.PositiveIntegerField(default=1)
     first_seen = models.DateTimeField(null=True, blank=True)
-    last_seen = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Not indexed, nor are count, raw and the other columns a series bump rewrites: most event
+    # traffic is such bumps, and PostgreSQL rewrites every index of a row for an update that
+    # changes an indexed column (no HOT update). Readers sort an object's few events in memory,
+    # and the TTL sweep reads the table now and then (`claims.events`).
+    last_seen = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["namespace", "-last_seen"]
@@ -287,7 +291,7 @@ class Event(NamespacedObject):
         ]
         indexes = [
             models.Index(
-                fields=["namespace", "regarding_kind", "regarding_name", "last_seen"],
+                fields=["namespace", "regarding_kind", "regarding_name"],
                 name="event_regarding_idx",
             ),
         ]

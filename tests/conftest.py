@@ -21,6 +21,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from claims.events import SWEEPS
 from dashboard.kept import Kept
 from tests.console.demo import load_demo
 
@@ -68,6 +69,8 @@ def _nothing_kept_from_earlier_tests() -> None:
     a test asks (query counts above all) must not depend on which tests ran before it in the
     worker."""
     Kept.forget_every()
+    # Nor a TTL sweep of the events: a new process's first Event batch sweeps.
+    SWEEPS.last = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from django.db import IntegrityError, connection, models, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from claims.models import Pod, ResourceClaim
+from claims.models import Event, Pod, ResourceClaim
 from inventory.models import CounterSet, Device, Node, ResourceSlice
 
 BEFORE = [("claims", "0011_claim_owner_pod_idx"), ("inventory", "0009_listing_versions_index")]
@@ -21,6 +21,8 @@ SINCE = datetime(2026, 11, 1, tzinfo=UTC)
 KEPT = {
     Pod: {"pod_uid_unique", "pod_ns_name_unique", "pod_node_idx", "pod_synced_idx"},
     Node: {"node_uid_unique", "node_name_unique", "node_synced_idx", "node_versions_idx"},
+    # None on a column a count bump changes (last_seen): those updates rewrite no index.
+    Event: {"event_uid_unique", "event_ns_name_unique", "event_regarding_idx"},
     Device: {
         "device_slice_name_unique",
         "device_identity_idx",
@@ -57,6 +59,13 @@ HOT_LOOKUPS: list[tuple[str, models.QuerySet, tuple[str, ...]]] = [
         .order_by()
         .values_list("namespace", "name", "uid", "resource_version", "synced_at"),
         ("namespace", "name", "uid", "resource_version", "synced_at"),
+    ),
+    (
+        "events of objects (claims.events)",
+        Event.objects.filter(
+            namespace__in=["ns"], regarding_kind__in=["Pod"], regarding_name__in=["p"]
+        ),
+        ("namespace", "regarding_kind", "regarding_name"),
     ),
     ("node by uid", Node.objects.filter(uid="u"), ("uid",)),
     ("node by name", Node.objects.filter(name="n"), ("name",)),
