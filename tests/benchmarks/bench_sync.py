@@ -53,11 +53,14 @@ from inventory.sync.watch import (  # noqa: E402
     run_kind,
 )
 from inventory.sync.watch import loop as watch_loop  # noqa: E402
+from tests.benchmarks.sync_timeline import Timeline  # noqa: E402
 
 # Issue 25's goals, for the 5,000-node demo on PostgreSQL.
 GOAL_INITIAL_S = 30.0
 GOAL_INGEST = 5000
 GOAL_P99_MS = 250
+# When the last ingest run's watchers started (perf_counter), for --timeline.
+RUN_STARTED = [0.0]
 
 
 def maxrss_mb() -> float:
@@ -323,9 +326,22 @@ def _sync_together(pipe: Connection, database: str, kubeconfig: str) -> None:
     pipe.send((elapsed, maxrss_mb(), time.process_time() - cpu))
 
 
-def ingest(server: ApiServerProcess, kubeconfig: Path, *, steps: int, runs: int) -> None:
-    """The median of `runs` ingest runs (`ingest_once`), each run printed."""
-    rates = [ingest_once(server, kubeconfig, steps=steps) for _ in range(runs)]
+def ingest(
+    server: ApiServerProcess, kubeconfig: Path, *, steps: int, runs: int, timeline: str = ""
+) -> None:
+    """The median of `runs` ingest runs (`ingest_once`), each run printed (with `timeline`, a
+    kind, where its watcher's batches spent their time)."""
+    rates = []
+    for _ in range(runs):
+        steps_of = Timeline(timeline) if timeline else None
+        if steps_of is not None:
+            steps_of.install()
+        try:
+            rates.append(ingest_once(server, kubeconfig, steps=steps))
+        finally:
+            if steps_of is not None:
+                steps_of.uninstall()
+                print(steps_of.report(RUN_STARTED[0]))
     rate = statistics.median(rates)
     print(
         f"ingest: median {rate:.0f} events/s of {runs} runs "
@@ -353,7 +369,7 @@ def ingest_once(server: ApiServerProcess, kubeconfig: Path, *, steps: int) -> fl
     # then watchers resume from their cursors and catch up, as after a worker restart.
     changes = server.call("churn", steps)
     watch_loop.KindWatcher.commit = counting_commit  # type: ignore[method-assign]
-    started = time.perf_counter()
+    started = RUN_STARTED[0] = time.perf_counter()
     cpu = time.process_time()
     db_cpu = database_cpu()
     db = ""
@@ -443,6 +459,9 @@ def main() -> int:
         action="store_true",
         help="after the initial sync (kind by kind) time change -> commit alone",
     )
+    parser.add_argument(
+        "--timeline", default="", metavar="KIND", help="time the steps of KIND's ingest batches"
+    )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
     parser.add_argument(
         "--allow-sqlite", action="store_true", help="run on the default SQLite file (wipes it)"
@@ -465,7 +484,13 @@ def main() -> int:
             )
             initial_sync(server, kubeconfig, trace=args.tracemalloc)
             if not args.latency_only:
-                ingest(server, kubeconfig, steps=args.churn_steps, runs=args.runs)
+                ingest(
+                    server,
+                    kubeconfig,
+                    steps=args.churn_steps,
+                    runs=args.runs,
+                    timeline=args.timeline,
+                )
             latency(server, kubeconfig, changes=args.latency_changes, rate=args.latency_rate)
             if not args.latency_only:
                 initial_sync_together(kubeconfig)
