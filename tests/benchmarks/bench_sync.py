@@ -460,6 +460,12 @@ def main() -> int:
         help="after the initial sync (kind by kind) time change -> commit alone",
     )
     parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=0.0,
+        help="sys.setswitchinterval for the run (seconds; default Python's 0.005)",
+    )
+    parser.add_argument(
         "--timeline", default="", metavar="KIND", help="time the steps of KIND's ingest batches"
     )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations")
@@ -467,11 +473,14 @@ def main() -> int:
         "--allow-sqlite", action="store_true", help="run on the default SQLite file (wipes it)"
     )
     args = parser.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     if not settings.DATABASE_URL and not args.allow_sqlite:
         parser.error("set DASHBOARD_DATABASE_URL (a scratch database) or pass --allow-sqlite")
     print(
         f"database: {connection.vendor}; redis: {'yes' if settings.REDIS_URL else 'no'}; "
-        f"{os.cpu_count()} CPUs; {load()}"
+        f"{os.cpu_count()} CPUs; GIL switch interval {sys.getswitchinterval() * 1000:g} ms; "
+        f"{load()}"
     )
     reset_database()
     # One file per run: another run on the machine (another engineer's, or bin/bench) writing
