@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 
 from inventory.sync import batches, bulk
+from inventory.sync.watch import loop as watch_loop
 from inventory.sync.watch import state, store
 
 _local = threading.local()
@@ -37,6 +38,8 @@ class Timeline:
         self.events = 0
         self._last_end: tuple[float, float] | None = None
         self.first_apply = 0.0
+        self.marks: dict[str, float] = {}
+        self.thread_name = ""
         self._undo: list[Callable[[], None]] = []
 
     def _add(self, step: str, wall: float, cpu: float) -> None:
@@ -61,7 +64,39 @@ class Timeline:
         setter(owner, name, timed)
         self._undo.append(lambda: setter(owner, name, original))
 
+    def _marked(self, owner: Any, name: str, mark: str) -> None:
+        """Note when the kind's watcher first returned from `owner.name` (its start-up)."""
+        original = getattr(owner, name)
+        timeline = self
+
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            finally:
+                mine = threading.current_thread().name == timeline.thread_name
+                if mine and mark not in timeline.marks:
+                    timeline.marks[mark] = time.perf_counter()
+
+        setattr(owner, name, marked)
+        self._undo.append(lambda: setattr(owner, name, original))
+
     def install(self) -> None:
+        original_run = watch_loop.KindWatcher.run
+        timeline = self
+
+        def run(watcher: Any, **kwargs: Any) -> None:
+            if watcher.kind == timeline.kind:
+                timeline.thread_name = threading.current_thread().name
+                timeline.marks["watcher made"] = time.perf_counter()
+            original_run(watcher, **kwargs)
+
+        watch_loop.KindWatcher.run = run  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(watch_loop.KindWatcher, "run", original_run))
+        self._marked(store.DatabaseSink, "open", "sink opened")
+        self._marked(watch_loop, "discover", "discovered")
+        self._marked(watch_loop.KindWatcher, "check_cluster", "cluster checked")
+        self._marked(watch_loop.KindWatcher, "prove_cursor", "cursor proved")
+        self._marked(watch_loop, "StreamSource", "watch opened")
         original_apply = store.DatabaseSink.apply
         timeline = self
 
@@ -121,6 +156,14 @@ class Timeline:
             f"  timeline of {self.kind}: {self.batches} batches, {self.events} events, first "
             f"batch {self.first_apply - started:.2f}s after the watchers started"
         ]
+        if self.marks:
+            lines.append(
+                "    start-up: "
+                + ", ".join(
+                    f"{mark} {at - started:.2f}s"
+                    for mark, at in sorted(self.marks.items(), key=lambda item: item[1])
+                )
+            )
         for step, wall in sorted(self.wall.items(), key=lambda item: -item[1]):
             lines.append(f"    {step:<20} wall {wall:6.2f}s  thread CPU {self.cpu[step]:6.2f}s")
         return "\n".join(lines)
