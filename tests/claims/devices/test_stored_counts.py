@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from claims.devices import counts
+from claims.devices import availability, counts
+from claims.devices.availability import class_availability
 from claims.devices.counts import pool_device_counts, unavailable_unhealthy, warm_counts
 from claims.models import KeptMembership
 from inventory.sync import upsert_events
@@ -54,3 +55,26 @@ def test_a_new_process_takes_the_stored_counts_until_a_table_moves(monkeypatch) 
     forget_kept()
     KeptMembership.objects.filter(name="pool-counts").delete()
     assert after == pool_device_counts()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_warm_up_from_stored_counts_checks_the_counters_for_the_first_page(
+    monkeypatch,
+) -> None:
+    """Counts taken as stored skip the counters check; the warm-up does it, so the first
+    overview's availability does not."""
+    load_demo(nodes=5, seed=1)
+    warm_counts()  # stores
+    forget_kept()
+    monkeypatch.setattr(availability, "_overdrawn", None)  # a new process
+    checks: list[int] = []
+    real = availability._overdrawn_now
+
+    def checking(index: Any, held: Any) -> Any:
+        checks.append(len(held))
+        return real(index, held)
+
+    monkeypatch.setattr(availability, "_overdrawn_now", checking)
+    warm_counts()  # takes the stored counts
+    assert len(checks) == 1
+    assert class_availability() and len(checks) == 1
