@@ -283,11 +283,8 @@ class KubeRequestHandler(StreamingHandler):
                     at = rv
                 else:
                     not_older_than = rv
-        except options.InvalidOptions as exc:
-            self._send_status(422, "Invalid", str(exc), exc.details())
-            return
-        except (ValueError, SelectorError) as exc:
-            self._send_status(400, "BadRequest", str(exc))
+        except (options.InvalidOptions, ValueError, SelectorError) as exc:
+            self._send_query_error(exc)
             return
         store = self.app._store
         try:

@@ -108,11 +108,8 @@ class StreamingHandler(BaseHTTPRequestHandler):
             timeout = opts.timeout_seconds or self.app.max_watch_seconds
             rv = opts.resource_version
             requested = options.parse_rv(rv) if rv not in ("", "0") else None
-        except options.InvalidOptions as exc:
-            self._send_status(422, "Invalid", str(exc), exc.details())
-            return
-        except (ValueError, SelectorError) as exc:
-            self._send_status(400, "BadRequest", str(exc))
+        except (options.InvalidOptions, ValueError, SelectorError) as exc:
+            self._send_query_error(exc)
             return
         watch_list = opts.send_initial_events is True
         self.send_response(200)
@@ -267,6 +264,13 @@ class StreamingHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _send_query_error(self, exc: Exception) -> None:
+        """A query the API server refuses: 422 Invalid for bad options, else 400 BadRequest."""
+        if isinstance(exc, options.InvalidOptions):
+            self._send_status(422, "Invalid", str(exc), exc.details())
+        else:
+            self._send_status(400, "BadRequest", str(exc))
 
     def _send_status(
         self,
