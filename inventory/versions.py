@@ -20,6 +20,11 @@ saves, raw SQL) is counted without anyone having to remember to.
 - SQLite: only row-level triggers exist; each written row bumps its table's version. Writers
   hold the database's lock until they commit, so the order is the commit order already.
 
+A bump sets the version to the clock (microseconds) when that is more than one up, so that a
+version is not reached twice with other rows: not after a rolled-back transaction (a test's), a
+truncated table or a restored backup, and not by another database sharing the Redis cache the
+what-if's answers are kept in under the versions (two test workers, two installations).
+
 `deletes` counts the transactions (PostgreSQL) or rows (SQLite) that deleted from the table:
 a reader following changes by `synced_at` (`claims.devices.classes.written_since`) cannot see
 a deleted row and reads the whole table again when it moved.
@@ -71,12 +76,12 @@ DECLARE
   deleted text := coalesce(current_setting('inventory.deleted', true), '');
 BEGIN
   INSERT INTO {VERSIONS} AS v (name, version, deletes, written_at)
-  SELECT t.name, 1, CASE WHEN position(',' || t.name || ',' IN deleted) > 0 THEN 1 ELSE 0 END,
-         now()
+  SELECT t.name, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+         CASE WHEN position(',' || t.name || ',' IN deleted) > 0 THEN 1 ELSE 0 END, now()
   FROM unnest(string_to_array(current_setting('inventory.written', true), ',')) AS t(name)
   WHERE t.name <> ''
   ORDER BY t.name
-  ON CONFLICT (name) DO UPDATE SET version = v.version + 1,
+  ON CONFLICT (name) DO UPDATE SET version = greatest(v.version + 1, excluded.version),
     deletes = v.deletes + excluded.deletes, written_at = excluded.written_at;
   DELETE FROM {PENDING} WHERE xid = NEW.xid;
   RETURN NULL;
@@ -90,13 +95,17 @@ CREATE CONSTRAINT TRIGGER inventory_tables_committing AFTER INSERT ON {PENDING}
 _SQLITE_BUMP = """
 CREATE TRIGGER IF NOT EXISTS "{trigger}" AFTER {event} ON "{table}" FOR EACH ROW BEGIN
   INSERT INTO {versions} (name, version, deletes, written_at)
-  VALUES ('{table}', 1, {deletes}, strftime('%Y-%m-%d %H:%M:%f', 'now'))
-  ON CONFLICT (name) DO UPDATE SET version = version + 1,
+  VALUES ('{table}', {clock}, {deletes}, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+  ON CONFLICT (name) DO UPDATE SET version = max(version + 1, excluded.version),
     deletes = deletes + excluded.deletes, written_at = excluded.written_at;
 END
 """
 
 _SQLITE_EVENTS = (("INSERT", 0), ("UPDATE", 0), ("DELETE", 1))
+# Microseconds since the epoch (SQLite's clock has milliseconds; the rest at random).
+_SQLITE_CLOCK = (
+    "(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) * 1000 + abs(random()) % 1000)"
+)
 
 
 class TableState(NamedTuple):
@@ -159,6 +168,7 @@ def watch_tables(schema_editor: Any, tables: Mapping[str, Sequence[str]]) -> Non
                     table=table,
                     versions=VERSIONS,
                     deletes=deletes,
+                    clock=_SQLITE_CLOCK,
                 )
             )
     # Rows for tables that hold rows already: a reader sees version 1, not a missing row.

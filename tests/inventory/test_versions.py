@@ -281,3 +281,27 @@ def test_open_writers_wait_for_no_version_row_until_they_commit() -> None:
             "request_count", flat=True
         )
     ) == {7, 8}
+
+
+class _RolledBack(Exception):
+    pass
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_version_is_not_reached_again_with_other_rows() -> None:
+    """A rolled-back write (a test's transaction, a failed batch) sets the version back; the
+    next write must not reach the version the rolled-back one had, or what was kept under it
+    (in this process, or in the Redis cache another database's process shares) is taken for
+    other rows."""
+    load_demo(nodes=2, seed=1)
+    node = _first(Node)
+    seen: list[Any] = []
+    with pytest.raises(_RolledBack), transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(name="rolled-back")
+        seen.append(read_versions([Node])[0].version)
+        raise _RolledBack
+    Node.objects.filter(pk=node.pk).update(name="committed")
+    after = read_versions([Node])[0].version
+    # PostgreSQL's private state inside the transaction names the transaction; SQLite's is the
+    # version itself.
+    assert after != seen[0] and not seen[0].startswith(after)
