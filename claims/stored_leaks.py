@@ -24,6 +24,7 @@ import orjson
 from django.utils.dateparse import parse_datetime
 
 from claims.devices.stored import read_kept, sources_digest, store_kept
+from inventory.versions import is_private
 
 __all__ = ["LEAKS_VERSION", "Parts", "leaks_digest", "read_stored_leaks", "store_leaks"]
 
@@ -49,19 +50,12 @@ Parts = tuple[
 def leaks_digest(fingerprint: Sequence[Any]) -> str | None:
     """The digest leaks read at `fingerprint` are stored under; None when a table's state is a
     transaction's own (its writes not yet committed: nobody else may use what it read)."""
-    if _own(fingerprint):
+    if is_private(fingerprint):
         return None
     text = json.dumps([LEAKS_VERSION, fingerprint], default=str)
     digest = hashlib.sha256(text.encode())
     digest.update(sources_digest(*_SOURCES).encode())
     return digest.hexdigest()
-
-
-def _own(value: Any) -> bool:
-    # A version of a transaction's own writes reads "v+txid.n" (`inventory.versions`).
-    if isinstance(value, str):
-        return "+" in value
-    return isinstance(value, tuple | list) and any(_own(item) for item in value)
 
 
 def store_leaks(digest: str, parts: Parts) -> None:

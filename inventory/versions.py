@@ -40,7 +40,7 @@ from django.db import connection, models
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-__all__ = ["TableState", "read_versions", "unwatch_tables", "watch_tables"]
+__all__ = ["TableState", "is_private", "read_versions", "unwatch_tables", "watch_tables"]
 
 VERSIONS = "inventory_tableversion"
 PENDING = "inventory_tableversion_pending"
@@ -233,6 +233,14 @@ def read_versions(model_classes: Sequence[type[models.Model]]) -> list[TableStat
             TableState(f"{version}{own}", f"{deletes}{own if removed else ''}", written_last)
         )
     return out
+
+
+def is_private(value: Any) -> bool:
+    """Whether `value` (a state's version, or a fingerprint made of states) holds a state of a
+    transaction's own uncommitted writes ("v+txid.n"), which nothing may be stored under."""
+    if isinstance(value, str):
+        return "+" in value
+    return isinstance(value, tuple | list) and any(is_private(item) for item in value)
 
 
 def _aware(value: Any) -> datetime | None:

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from claims.devices.stored import read_kept, sources_digest, store_kept
+from inventory.versions import is_private
 
 __all__ = ["COUNTS_VERSION", "Stored", "counts_digest", "read_stored_counts", "store_counts"]
 
@@ -72,17 +73,10 @@ class Stored:
         self.reports = reports
 
 
-def _own(value: Any) -> bool:
-    # A version of a transaction's own writes reads "v+txid.n" (`inventory.versions`).
-    if isinstance(value, str):
-        return "+" in value
-    return isinstance(value, tuple | list) and any(_own(item) for item in value)
-
-
 def counts_digest(fingerprint: Any, classes_digest: str) -> str | None:
     """The digest counts computed at `fingerprint` (with the classes and CEL code of
     `classes_digest`) are stored under; None for a transaction's own uncommitted state."""
-    if _own(fingerprint) or not classes_digest:
+    if is_private(fingerprint) or not classes_digest:
         return None
     text = json.dumps([COUNTS_VERSION, fingerprint, classes_digest], default=str)
     digest = hashlib.sha256(text.encode())
