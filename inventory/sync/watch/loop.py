@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dralib.kube.client import ApiStatusError, KubeClient
-from dralib.kube.discovery import discover
+from dralib.kube.discovery import Discovery, discover
 from dralib.kube.kinds import KindSpec
 from inventory.sync.watch.events import (
     MAX_BATCH_EVENTS,
@@ -139,6 +139,7 @@ class KindWatcher:
         stop: threading.Event,
         options: WatchOptions | None = None,
         lock_lost: threading.Event | None = None,
+        discovery: Discovery | None = None,
     ) -> None:
         self.spec = spec
         self.kind = spec.kind
@@ -152,6 +153,10 @@ class KindWatcher:
         self.cursor = ""  # resourceVersion whose events are all committed
         self.need_list = True
         self.need_discovery = True
+        # Shared with the cluster's other watchers (one read per document); dropped when this
+        # watcher discovers again (a 404, its kind not served), as its documents may be stale.
+        self.discovery = discovery or Discovery()
+        self._discovered = False
         self.backoff = Backoff(base=self.options.backoff_base, cap=self.options.backoff_cap)
         self.rate = RateMeter()
         self.lists = 0  # relists done: tests and the benchmark read it
@@ -223,7 +228,10 @@ class KindWatcher:
         if self.client is None:
             self.client = self.client_factory()
         if self.need_discovery or self.version is None:
-            served = discover(self.client, [self.spec])[self.kind]
+            if self._discovered:
+                self.discovery.invalidate()
+            served = discover(self.client, [self.spec], documents=self.discovery)[self.kind]
+            self._discovered = True
             if not served.served:
                 self._not_served(served.message)
                 return

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from dralib.kube.client import KubeClient, load_client
+from dralib.kube.discovery import Discovery
 from dralib.kube.kinds import kind_spec
 from inventory.locks import WatcherLock, watcher_lock
 from inventory.sync.watch.loop import KindWatcher, WatchOptions
@@ -97,6 +98,7 @@ def run_kind(
     wait_for_lock: bool = True,
     lock_ttl: float = LOCK_TTL,
     lock_retry: float = 5.0,
+    discovery: Discovery | None = None,
 ) -> bool:
     """Watch `kind` while holding its lock; False when the lock could not be had."""
     spec = kind_spec(kind)
@@ -117,6 +119,7 @@ def run_kind(
                 stop=stop,
                 options=options or options_from_settings(),
                 lock_lost=keeper.lost,
+                discovery=discovery,
             )
             watcher.run(deadline=deadline)
     finally:
@@ -136,6 +139,7 @@ def serve_kind(
     client_factory: Callable[[], KubeClient] = client_from_settings,
     lock_ttl: float = LOCK_TTL,
     lock_retry: float = 5.0,
+    discovery: Discovery | None = None,
 ) -> None:
     """Watch `kind` whenever this process can hold its lock, until `stop` is set."""
     while not stop.is_set():
@@ -147,6 +151,7 @@ def serve_kind(
                 client_factory=client_factory,
                 lock_ttl=lock_ttl,
                 lock_retry=lock_retry,
+                discovery=discovery,
             )
         except Exception:  # noqa: BLE001 - e.g. Redis away: keep the thread alive
             log.exception("%s: watcher failed", kind)
@@ -156,12 +161,19 @@ def serve_kind(
 def start_watchers(
     kinds: list[str], *, stop: threading.Event, options: WatchOptions | None = None
 ) -> list[threading.Thread]:
-    """One daemon thread per kind running `serve_kind` until `stop` is set."""
+    """One daemon thread per kind running `serve_kind` until `stop` is set; the watchers of
+    the process's cluster share one discovery."""
     watch_options = options or options_from_settings()
+    discovery = Discovery()
     threads = [
         threading.Thread(
             target=serve_kind,
-            kwargs={"kind": kind, "stop": stop, "options": watch_options},
+            kwargs={
+                "kind": kind,
+                "stop": stop,
+                "options": watch_options,
+                "discovery": discovery,
+            },
             name=f"watch:{kind}",
             daemon=True,
         )
