@@ -44,24 +44,31 @@ class Discovery:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._reading: dict[tuple[str, str], threading.Lock] = {}
         self._documents: dict[tuple[str, str], dict[str, Any]] = {}
         self.reads = 0  # documents read from a server: tests read it
 
     def document(self, client: KubeClient, path: str) -> dict[str, Any]:
         """The document at `path`, {} where the server answers 404."""
         key = (client.host, path)
-        # Held while reading: fifteen watchers starting together make one request, not fifteen.
         with self._lock:
-            if key not in self._documents:
+            reading = self._reading.setdefault(key, threading.Lock())
+        # One lock per document, held while reading it: watchers starting together make one
+        # request per document, and the Event watcher's group is not read after the others'.
+        with reading:
+            with self._lock:
+                if key in self._documents:
+                    return self._documents[key]
+            try:
+                doc = client.get(path)
+            except ApiStatusError as exc:
+                if exc.status != 404:
+                    raise
+                doc = {}
+            with self._lock:
                 self.reads += 1
-                try:
-                    doc = client.get(path)
-                except ApiStatusError as exc:
-                    if exc.status != 404:
-                        raise
-                    doc = {}
                 self._documents[key] = doc if isinstance(doc, dict) else {}
-            return self._documents[key]
+                return self._documents[key]
 
     def invalidate(self) -> None:
         """Forget every document: the next lookup reads the server again."""
