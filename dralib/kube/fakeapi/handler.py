@@ -16,6 +16,7 @@ continue token is a 410 carrying a token to go on at the latest revision; watch 
 from __future__ import annotations
 
 import contextlib
+import socket
 from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -48,6 +49,10 @@ class FakeHttpServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    # Go's net.Listen (kube-apiserver) takes the kernel's somaxconn as its backlog; socketserver's
+    # 5 made the SYNs of fifteen watchers connecting at once overflow it while the accepting
+    # thread waited for the GIL, and the kernel's 1 s SYN retransmit became a watcher's start-up.
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, address: tuple[str, int], app: ServedApp) -> None:
         self.app = app
