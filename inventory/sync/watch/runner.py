@@ -21,6 +21,7 @@ from django.db import connection
 
 from dralib.kube.client import KubeClient, load_client
 from dralib.kube.kinds import kind_spec
+from inventory.clusters import in_default_cluster
 from inventory.locks import WatcherLock, watcher_lock
 from inventory.sync.watch.loop import KindWatcher, WatchOptions
 from inventory.sync.watch.store import DatabaseSink
@@ -86,6 +87,7 @@ class LockKeeper:
                 return
 
 
+@in_default_cluster
 def run_kind(
     kind: str,
     *,
@@ -128,6 +130,7 @@ def run_kind(
     return True
 
 
+@in_default_cluster
 def serve_kind(
     kind: str,
     *,
