@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-_CURRENT: contextvars.ContextVar[int | None] = contextvars.ContextVar("scope", default=None)
+_CURRENT: contextvars.ContextVar[int | Callable[[], int] | None] = contextvars.ContextVar(
+    "scope", default=None
+)
 
 T = TypeVar("T")
 
@@ -27,7 +29,7 @@ class ScopeUnset(RuntimeError):
 
 def current() -> int:
     """The id of the scope in force; raises ScopeUnset outside one."""
-    value = _CURRENT.get()
+    value = get()
     if value is None:
         raise ScopeUnset(
             "no cluster scope is set: enter dashboard.scope.use(cluster_id) before reading or "
@@ -38,24 +40,29 @@ def current() -> int:
 
 def get() -> int | None:
     """The id of the scope in force, or None."""
-    return _CURRENT.get()
+    value = _CURRENT.get()
+    return value() if callable(value) else value
 
 
 @contextmanager
-def use(scope_id: int) -> Iterator[int]:
-    """Work in `scope_id` until the block ends (nested blocks restore the outer scope)."""
-    if not isinstance(scope_id, int) or isinstance(scope_id, bool):
+def use(scope_id: int | Callable[[], int]) -> Iterator[None]:
+    """Work in `scope_id` until the block ends (nested blocks restore the outer scope).
+
+    A callable is asked for the id when a query first needs it (a request that reads no
+    cluster data, a health probe, looks nothing up); it is asked at every use, so it keeps
+    its own answer."""
+    if not callable(scope_id) and (not isinstance(scope_id, int) or isinstance(scope_id, bool)):
         raise TypeError(f"a scope is a cluster's integer id, not {scope_id!r}")
     token = _CURRENT.set(scope_id)
     try:
-        yield scope_id
+        yield
     finally:
         _CURRENT.reset(token)
 
 
 def carried(target: Callable[..., T]) -> Callable[..., T]:
     """`target` run in the caller's scope (for a thread or pool started now)."""
-    scope_id = _CURRENT.get()
+    scope_id = get()
     if scope_id is None:
         return target
 

@@ -45,10 +45,11 @@ def forget() -> None:
 
 
 @contextmanager
-def in_cluster(name: str = DEFAULT_CLUSTER) -> Iterator[int]:
-    """Work in the scope of the cluster called `name` until the block ends."""
-    with scope.use(cluster_id(name)) as pk:
-        yield pk
+def in_cluster(name: str = DEFAULT_CLUSTER) -> Iterator[None]:
+    """Work in the scope of the cluster called `name` until the block ends; its id is looked
+    up when first needed (a health probe reads no cluster data and touches no database)."""
+    with scope.use(functools.partial(cluster_id, name)):
+        yield
 
 
 def in_default_cluster(target: Callable[..., T]) -> Callable[..., T]:

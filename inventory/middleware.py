@@ -17,8 +17,7 @@ class ClusterScopeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        with in_cluster() as pk:
-            request.cluster_id = pk  # type: ignore[attr-defined]
+        with in_cluster():
             return self.get_response(request)
 
 
@@ -29,11 +28,5 @@ class ClusterScopeWebsocket:
         self.inner = inner
 
     async def __call__(self, connection: dict[str, Any], receive: Any, send: Any) -> Any:
-        from channels.db import database_sync_to_async
-
-        from dashboard import scope
-        from inventory.clusters import cluster_id
-
-        pk = await database_sync_to_async(cluster_id)()
-        with scope.use(pk):
+        with in_cluster():
             return await self.inner(connection, receive, send)

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from claims.models import Event, Pod, ResourceClaim
+from inventory.clusters import forget as forget_clusters
 from inventory.models import CounterSet, Device, Node, ResourceSlice
 
 BEFORE = [("claims", "0011_claim_owner_pod_idx"), ("inventory", "0009_listing_versions_index")]
@@ -148,7 +149,10 @@ def test_hot_lookups_read_an_index(
     assert found, plan
     index = next(name for name in found.groups() if name)
     columns = index_columns(queryset.model._meta.db_table, index)
-    assert columns[: len(leading)] == leading, (plan, columns)
+    # Every read is one cluster's (dashboard.scope): indexes lead with the cluster, unique
+    # constraints end with it (inventory.models.Scoped); the lookup's own columns lead either way.
+    own = tuple(column for column in columns if column != "cluster_id")
+    assert own[: len(leading)] == leading, (plan, columns)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -172,6 +176,8 @@ def test_rows_written_before_keep_their_uniqueness() -> None:
             )
     finally:
         migrate()
+        # Migrating back removed the clusters; the rows written before are the default's now.
+        forget_clusters()
     assert sorted(Pod.objects.values_list("namespace", "uid")) == [
         ("ns-0", "p0"),
         ("ns-1", "p1"),
