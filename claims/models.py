@@ -47,27 +47,27 @@ class ResourceClaim(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="claim_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="claim_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="claim_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="claim_ns_name_unique"
             ),
         ]
         indexes = [
-            models.Index(fields=["state", "cluster"], name="claim_state_idx"),
-            models.Index(fields=["node_name", "cluster"], name="claim_node_idx"),
+            models.Index(fields=["cluster", "state"], name="claim_state_idx"),
+            models.Index(fields=["cluster", "node_name"], name="claim_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at", "cluster"], name="claim_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="claim_synced_idx"),
             # What-if lists the allocated claims' versions after every change: from this index
             # alone, without reading the rows' objects (3x faster at 20,000 claims).
             models.Index(
-                fields=["namespace", "name", "uid", "resource_version", "synced_at", "cluster"],
+                fields=["cluster", "namespace", "name", "uid", "resource_version", "synced_at"],
                 condition=models.Q(allocated_count__gt=0),
                 name="claim_alloc_versions_idx",
             ),
             # Written pods re-link the claims they own (claims.templates): without it every
             # batch of pods scanned the namespaces' claims (25 vs 2 ms per 500 pods at 20,000
             # claims, a twentieth of a 5,000-node import).
-            models.Index(fields=["owner_pod", "cluster"], name="claim_owner_pod_idx"),
+            models.Index(fields=["cluster", "owner_pod"], name="claim_owner_pod_idx"),
         ]
 
     def clean(self) -> None:
@@ -83,9 +83,9 @@ class ResourceClaimTemplate(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="template_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="template_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="template_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="template_ns_name_unique"
             ),
         ]
 
@@ -113,7 +113,7 @@ class AllocatedDevice(Scoped):
     class Meta:
         ordering = ["claim_id", "id"]
         indexes = [
-            models.Index(fields=["driver", "pool", "device", "cluster"], name="alloc_device_idx")
+            models.Index(fields=["cluster", "driver", "pool", "device"], name="alloc_device_idx")
         ]
 
     def __str__(self) -> str:
@@ -184,17 +184,17 @@ class Pod(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="pod_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="pod_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="pod_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="pod_ns_name_unique"
             ),
         ]
         indexes = [
             # Also finds the unbound pods that use claims (node_name "", then uses_claims):
             # they are few, and an index of its own on uses_claims cost every pod write more.
-            models.Index(fields=["node_name", "cluster"], name="pod_node_idx"),
+            models.Index(fields=["cluster", "node_name"], name="pod_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at", "cluster"], name="pod_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="pod_synced_idx"),
         ]
 
 
@@ -207,9 +207,9 @@ class ResourceQuota(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="quota_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="quota_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="quota_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="quota_ns_name_unique"
             ),
         ]
 
@@ -222,9 +222,9 @@ class LimitRange(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="limitrange_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="limitrange_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="limitrange_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="limitrange_ns_name_unique"
             ),
         ]
 
@@ -242,8 +242,8 @@ class PriorityClass(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="priorityclass_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="priorityclass_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="priorityclass_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="priorityclass_name_unique"),
         ]
 
 
@@ -264,9 +264,9 @@ class PodDisruptionBudget(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="pdb_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="pdb_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="pdb_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="pdb_ns_name_unique"
             ),
         ]
 
@@ -300,14 +300,14 @@ class Event(NamespacedObject):
     class Meta:
         ordering = ["namespace", "-last_seen"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="event_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="event_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="event_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="event_ns_name_unique"
             ),
         ]
         indexes = [
             models.Index(
-                fields=["namespace", "regarding_kind", "regarding_name", "cluster"],
+                fields=["cluster", "namespace", "regarding_kind", "regarding_name"],
                 name="event_regarding_idx",
             ),
         ]
@@ -322,9 +322,9 @@ class PodSchedulingContext(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="psc_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="psc_uid_unique"),
             models.UniqueConstraint(
-                fields=["namespace", "name", "cluster"], name="psc_ns_name_unique"
+                fields=["cluster", "namespace", "name"], name="psc_ns_name_unique"
             ),
         ]
 
@@ -350,7 +350,7 @@ class UtilisationSample(Scoped):
         ordering = ["taken_at", "driver"]
         constraints = [
             models.UniqueConstraint(
-                fields=["taken_at", "driver", "cluster"],
+                fields=["cluster", "taken_at", "driver"],
                 name="utilisation_sample_time_driver_unique",
             ),
         ]
@@ -407,7 +407,7 @@ class KeptMembership(Scoped):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["name", "cluster"], name="kept_membership_name_unique")
+            models.UniqueConstraint(fields=["cluster", "name"], name="kept_membership_name_unique")
         ]
 
     def __str__(self) -> str:

@@ -10,7 +10,12 @@ class InventoryConfig(AppConfig):
 
     def ready(self) -> None:
         # Importing the module registers the inventory kinds' sync handlers.
+        from django.db.models.signals import post_migrate
+
         import inventory.sync  # noqa: F401
+
+        # After every migrate: a table SQLite remade lost its statistics (inventory.planner).
+        post_migrate.connect(_seed_statistics, dispatch_uid="inventory.planner.seed")
         from inventory.visibility import sharing_key
 
         # Live renders are shared only between people who see the same namespaces.
@@ -28,3 +33,9 @@ class InventoryConfig(AppConfig):
         # Long-lived watchers get their own queue (DASHBOARD_WATCH_QUEUE), so the workers that
         # consume it take them and what-if jobs never wait behind them.
         registry.register_task_queue("inventory.tasks.watch_kind", queue=settings.WATCH_QUEUE)
+
+
+def _seed_statistics(sender: object, using: str = "default", **kwargs: object) -> None:
+    from inventory.planner import seed_sqlite_statistics
+
+    seed_sqlite_statistics(using)

@@ -128,15 +128,15 @@ class Node(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="node_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="node_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="node_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_name_unique"),
         ]
         indexes = [
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at", "cluster"], name="node_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="node_synced_idx"),
             # ... and lists the versions of the table that changed from the index alone.
             models.Index(
-                fields=["name", "uid", "resource_version", "synced_at", "cluster"],
+                fields=["cluster", "name", "uid", "resource_version", "synced_at"],
                 name="node_versions_idx",
             ),
         ]
@@ -148,8 +148,8 @@ class Namespace(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="namespace_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="namespace_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="namespace_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="namespace_name_unique"),
         ]
 
 
@@ -163,8 +163,8 @@ class DeviceClass(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="deviceclass_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="deviceclass_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="deviceclass_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="deviceclass_name_unique"),
         ]
         verbose_name_plural = "device classes"
 
@@ -187,8 +187,8 @@ class ResourceClass(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="resourceclass_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="resourceclass_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="resourceclass_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="resourceclass_name_unique"),
         ]
         verbose_name_plural = "resource classes"
 
@@ -218,10 +218,10 @@ class Pool(Scoped):
         ordering = ["driver", "name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["driver", "name", "cluster"], name="pool_driver_name_unique"
+                fields=["cluster", "driver", "name"], name="pool_driver_name_unique"
             ),
         ]
-        indexes = [models.Index(fields=["node_name", "cluster"], name="pool_node_idx")]
+        indexes = [models.Index(fields=["cluster", "node_name"], name="pool_node_idx")]
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.name}"
@@ -251,18 +251,18 @@ class ResourceSlice(KubeObject):
     class Meta:
         ordering = ["driver", "pool_name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="slice_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="slice_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="slice_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="slice_name_unique"),
         ]
         indexes = [
             # Also serves lookups by driver alone.
-            models.Index(fields=["driver", "pool_name", "cluster"], name="slice_pool_idx"),
-            models.Index(fields=["node_name", "cluster"], name="slice_node_idx"),
+            models.Index(fields=["cluster", "driver", "pool_name"], name="slice_pool_idx"),
+            models.Index(fields=["cluster", "node_name"], name="slice_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at", "cluster"], name="slice_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="slice_synced_idx"),
             # ... and lists the versions of the table that changed from the index alone.
             models.Index(
-                fields=["name", "uid", "resource_version", "synced_at", "cluster"],
+                fields=["cluster", "name", "uid", "resource_version", "synced_at"],
                 condition=models.Q(classic=False),
                 name="slice_versions_idx",
             ),
@@ -328,9 +328,9 @@ class Device(Scoped):
         ]
         indexes = [
             models.Index(
-                fields=["driver", "pool_name", "name", "cluster"], name="device_identity_idx"
+                fields=["cluster", "driver", "pool_name", "name"], name="device_identity_idx"
             ),
-            models.Index(fields=["node_name", "cluster"], name="device_node_idx"),
+            models.Index(fields=["cluster", "node_name"], name="device_node_idx"),
         ]
 
     def __str__(self) -> str:
@@ -352,8 +352,8 @@ class DeviceTaintRule(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid", "cluster"], name="taintrule_uid_unique"),
-            models.UniqueConstraint(fields=["name", "cluster"], name="taintrule_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="taintrule_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="taintrule_name_unique"),
         ]
 
 
@@ -395,7 +395,7 @@ class SyncState(Scoped):
     class Meta:
         ordering = ["kind"]
         constraints = [
-            models.UniqueConstraint(fields=["kind", "cluster"], name="syncstate_kind_unique")
+            models.UniqueConstraint(fields=["cluster", "kind"], name="syncstate_kind_unique")
         ]
 
     def __str__(self) -> str:
@@ -440,7 +440,7 @@ class SkippedObject(Scoped):
         ordering = ["-seen_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "namespace", "name", "cluster"], name="skipped_kind_ns_name_unique"
+                fields=["cluster", "kind", "namespace", "name"], name="skipped_kind_ns_name_unique"
             ),
         ]
 
