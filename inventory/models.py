@@ -68,8 +68,10 @@ class Scoped(models.Model):
     the column's NOT NULL (unsaved rows made for computations need no scope).
     `objects` is the scoped manager (the default one: admin, serializers and related lookups
     use it); `all_clusters` reads across clusters, for what spans the fleet (removing a
-    cluster, expiry sweeps). Every constraint and index of a scoped model leads with `cluster`:
-    a cluster's rows are one range of each index.
+    cluster, expiry sweeps). Every constraint and index of a scoped model leads with `cluster`
+    (a cluster's rows are one range of each index; SQLite is told what that means for its plans
+    by `inventory.planner`), but those of rows found through a parent row of one cluster (a
+    slice's devices and counter sets).
     """
 
     cluster = models.ForeignKey(
