@@ -60,6 +60,14 @@ def use(scope_id: int | Callable[[], int]) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+def enter_for_good(scope_id: int | Callable[[], int]) -> None:
+    """Work in `scope_id` from now on, in this thread and what it starts with `carried`: for a
+    script whose whole run is one cluster's (a benchmark). Code that ends has `use`."""
+    if not callable(scope_id) and (not isinstance(scope_id, int) or isinstance(scope_id, bool)):
+        raise TypeError(f"a scope is a cluster's integer id, not {scope_id!r}")
+    _CURRENT.set(scope_id)
+
+
 def carried(target: Callable[..., T]) -> Callable[..., T]:
     """`target` run in the caller's scope (for a thread or pool started now)."""
     scope_id = get()

@@ -9,13 +9,14 @@ class InventoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Importing the module registers the inventory kinds' sync handlers.
         from django.db.models.signals import post_migrate
 
+        # Importing the module registers the inventory kinds' sync handlers.
         import inventory.sync  # noqa: F401
+        from inventory.planner import after_migrate
 
         # After every migrate: a table SQLite remade lost its statistics (inventory.planner).
-        post_migrate.connect(_seed_statistics, dispatch_uid="inventory.planner.seed")
+        post_migrate.connect(after_migrate, dispatch_uid="inventory.planner.seed")
         from inventory.visibility import sharing_key
 
         # Live renders are shared only between people who see the same namespaces.
@@ -33,9 +34,3 @@ class InventoryConfig(AppConfig):
         # Long-lived watchers get their own queue (DASHBOARD_WATCH_QUEUE), so the workers that
         # consume it take them and what-if jobs never wait behind them.
         registry.register_task_queue("inventory.tasks.watch_kind", queue=settings.WATCH_QUEUE)
-
-
-def _seed_statistics(sender: object, using: str = "default", **kwargs: object) -> None:
-    from inventory.planner import seed_sqlite_statistics
-
-    seed_sqlite_statistics(using)

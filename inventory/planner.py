@@ -63,6 +63,11 @@ def seed_sqlite_statistics(using: str = "default") -> int:
     return written
 
 
+def after_migrate(sender: object, using: str = "default", **kwargs: object) -> None:
+    """post_migrate: a table SQLite remade in a migration lost its statistics."""
+    seed_sqlite_statistics(using)
+
+
 def _indexes(cursor: Any, table: str) -> list[tuple[str, bool, bool]]:
     cursor.execute(f'PRAGMA index_list("{table}")')
     # seq, name, unique, origin, partial

@@ -37,6 +37,12 @@ def setup_shared_database(tmp: Path) -> str:
     from django.core.management import call_command
     from django.db import connection
 
+    from dashboard import scope
+    from inventory.clusters import cluster_id
+
+    # The benchmark's whole run reads and writes the default cluster (looked up when first
+    # needed, after the migrations).
+    scope.enter_for_good(cluster_id)
     if connection.vendor == "postgresql":
         connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
         return url.rsplit("/", 1)[0] + f"/{connection.settings_dict['NAME']}"
