@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from claims.choices import ClaimState
-from inventory.models import KubeObject
+from inventory.models import KubeObject, Scoped
 
 
 class NamespacedObject(KubeObject):
@@ -47,25 +47,27 @@ class ResourceClaim(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="claim_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="claim_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="claim_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="claim_ns_name_unique"
+            ),
         ]
         indexes = [
-            models.Index(fields=["state"], name="claim_state_idx"),
-            models.Index(fields=["node_name"], name="claim_node_idx"),
+            models.Index(fields=["cluster", "state"], name="claim_state_idx"),
+            models.Index(fields=["cluster", "node_name"], name="claim_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at"], name="claim_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="claim_synced_idx"),
             # What-if lists the allocated claims' versions after every change: from this index
             # alone, without reading the rows' objects (3x faster at 20,000 claims).
             models.Index(
-                fields=["namespace", "name", "uid", "resource_version", "synced_at"],
+                fields=["cluster", "namespace", "name", "uid", "resource_version", "synced_at"],
                 condition=models.Q(allocated_count__gt=0),
                 name="claim_alloc_versions_idx",
             ),
             # Written pods re-link the claims they own (claims.templates): without it every
             # batch of pods scanned the namespaces' claims (25 vs 2 ms per 500 pods at 20,000
             # claims, a twentieth of a 5,000-node import).
-            models.Index(fields=["owner_pod"], name="claim_owner_pod_idx"),
+            models.Index(fields=["cluster", "owner_pod"], name="claim_owner_pod_idx"),
         ]
 
     def clean(self) -> None:
@@ -81,12 +83,14 @@ class ResourceClaimTemplate(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="template_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="template_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="template_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="template_ns_name_unique"
+            ),
         ]
 
 
-class AllocatedDevice(models.Model):
+class AllocatedDevice(Scoped):
     """One entry of a claim's status.allocation.devices.results, with its device status."""
 
     claim = models.ForeignKey(
@@ -108,7 +112,9 @@ class AllocatedDevice(models.Model):
 
     class Meta:
         ordering = ["claim_id", "id"]
-        indexes = [models.Index(fields=["driver", "pool", "device"], name="alloc_device_idx")]
+        indexes = [
+            models.Index(fields=["cluster", "driver", "pool", "device"], name="alloc_device_idx")
+        ]
 
     def __str__(self) -> str:
         return f"{self.claim}: {self.request} -> {self.key}"
@@ -118,7 +124,7 @@ class AllocatedDevice(models.Model):
         return f"{self.driver}/{self.pool}/{self.device}"
 
 
-class Reservation(models.Model):
+class Reservation(Scoped):
     """One entry of a claim's status.reservedFor: a consumer (usually a pod) using the claim."""
 
     claim = models.ForeignKey(ResourceClaim, on_delete=models.CASCADE, related_name="reservations")
@@ -178,15 +184,17 @@ class Pod(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="pod_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="pod_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="pod_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="pod_ns_name_unique"
+            ),
         ]
         indexes = [
             # Also finds the unbound pods that use claims (node_name "", then uses_claims):
             # they are few, and an index of its own on uses_claims cost every pod write more.
-            models.Index(fields=["node_name"], name="pod_node_idx"),
+            models.Index(fields=["cluster", "node_name"], name="pod_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at"], name="pod_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="pod_synced_idx"),
         ]
 
 
@@ -199,8 +207,10 @@ class ResourceQuota(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="quota_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="quota_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="quota_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="quota_ns_name_unique"
+            ),
         ]
 
 
@@ -212,8 +222,10 @@ class LimitRange(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="limitrange_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="limitrange_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="limitrange_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="limitrange_ns_name_unique"
+            ),
         ]
 
 
@@ -230,8 +242,8 @@ class PriorityClass(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="priorityclass_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="priorityclass_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="priorityclass_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="priorityclass_name_unique"),
         ]
 
 
@@ -252,8 +264,10 @@ class PodDisruptionBudget(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="pdb_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="pdb_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="pdb_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="pdb_ns_name_unique"
+            ),
         ]
 
 
@@ -286,12 +300,14 @@ class Event(NamespacedObject):
     class Meta:
         ordering = ["namespace", "-last_seen"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="event_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="event_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="event_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="event_ns_name_unique"
+            ),
         ]
         indexes = [
             models.Index(
-                fields=["namespace", "regarding_kind", "regarding_name"],
+                fields=["cluster", "namespace", "regarding_kind", "regarding_name"],
                 name="event_regarding_idx",
             ),
         ]
@@ -306,12 +322,14 @@ class PodSchedulingContext(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="psc_uid_unique"),
-            models.UniqueConstraint(fields=["namespace", "name"], name="psc_ns_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="psc_uid_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="psc_ns_name_unique"
+            ),
         ]
 
 
-class UtilisationSample(models.Model):
+class UtilisationSample(Scoped):
     """How many current devices of one driver were allocated, shared, tainted at one moment.
 
     Not a Kubernetes object: a time series the cluster does not remember for us. One row per
@@ -332,7 +350,8 @@ class UtilisationSample(models.Model):
         ordering = ["taken_at", "driver"]
         constraints = [
             models.UniqueConstraint(
-                fields=["taken_at", "driver"], name="utilisation_sample_time_driver_unique"
+                fields=["cluster", "taken_at", "driver"],
+                name="utilisation_sample_time_driver_unique",
             ),
         ]
 
@@ -344,7 +363,7 @@ class UtilisationSample(models.Model):
         return self.allocated / self.total if self.total else 0.0
 
 
-class SharedWhatIf(models.Model):
+class SharedWhatIf(Scoped):
     """A what-if answer kept as it was computed, behind a share link.
 
     Not a Kubernetes object. The token is the link's only name (unguessable: 32 random bytes);
@@ -369,7 +388,7 @@ class SharedWhatIf(models.Model):
         return f"what-if shared by {self.submitter or '(anonymous)'} at {self.created:%Y-%m-%d}"
 
 
-class KeptMembership(models.Model):
+class KeptMembership(Scoped):
     """The DeviceClass membership's CEL outcomes as last computed, kept across restarts.
 
     Not a Kubernetes object. Evaluating every class's selectors over every device is most of a
@@ -380,11 +399,16 @@ class KeptMembership(models.Model):
     (`claims.devices.units`) are kept the same way, under a digest of the slices' versions.
     """
 
-    name = models.CharField(max_length=63, unique=True)
+    name = models.CharField(max_length=63)
     classes = models.CharField(max_length=64)
     stored_at = models.DateTimeField()
     devices = models.PositiveIntegerField(default=0)
     data = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="kept_membership_name_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.name}: {self.devices} devices at {self.stored_at:%Y-%m-%d %H:%M:%S}"

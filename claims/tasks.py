@@ -16,6 +16,7 @@ from django.core.cache import cache
 
 from claims.whatif.diagnosis import diagnose_all
 from claims.whatif.jobs import JOB_SOFT_TIME_LIMIT, LOCAL_JOBS, run_job
+from inventory.clusters import in_default_cluster
 
 DIAGNOSIS_DEBOUNCE_SECONDS = 5
 _DEBOUNCE_KEY = "whatif:diagnoses:queued"
@@ -24,6 +25,7 @@ _DEBOUNCE_KEY = "whatif:diagnoses:queued"
 @shared_task(
     ignore_result=True, soft_time_limit=JOB_SOFT_TIME_LIMIT, time_limit=JOB_SOFT_TIME_LIMIT + 30
 )
+@in_default_cluster
 def run_what_if_job(job_id: str, request: dict[str, Any]) -> str:
     """Answer one what-if job; progress and the outcome go to the job document."""
     return run_job(job_id, request)
@@ -41,6 +43,7 @@ def queue_what_if_job(job_id: str, request: dict[str, Any]) -> None:
 
 
 @shared_task(ignore_result=True)
+@in_default_cluster
 def refresh_diagnoses(force: bool = False) -> dict[str, int]:
     """Recompute the diagnoses of pending claims pods wait for (skipped if nothing changed)."""
 

@@ -18,6 +18,7 @@ from console.routing import websocket_urlpatterns  # noqa: E402
 from dashboard.cancel import CancelOnDisconnect  # noqa: E402
 from dashboard.security import WebsocketOriginValidator, harden  # noqa: E402
 from dashboard.threads import KeptRequestThreads  # noqa: E402
+from inventory.middleware import ClusterScopeWebsocket  # noqa: E402
 
 
 def close_request_connections(sender: object, **_: object) -> None:
@@ -50,7 +51,7 @@ application = ProtocolTypeRouter(
         # A search whose client went away, or that runs when the server stops, is cancelled.
         "http": CancelOnDisconnect(request_threads),
         "websocket": WebsocketOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(ClusterScopeWebsocket(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

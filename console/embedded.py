@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 
 from dashboard import registry
 from dralib.kube.kinds import KINDS
+from inventory.clusters import in_default_cluster
 from inventory.sync.watch import start_watchers
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ _stop = threading.Event()
 _running = False
 
 
+@in_default_cluster
 def _periodic(name: str, interval: float, job: Callable[[], object]) -> None:
     while not _stop.wait(interval):
         try:

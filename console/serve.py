@@ -53,6 +53,7 @@ from claims.leaks import warm_leaks  # noqa: E402
 from claims.whatif.service import warm_live_simulation  # noqa: E402
 from dashboard.cancel import begin_shutdown  # noqa: E402
 from dashboard.gcpause import gc_paused  # noqa: E402
+from inventory.clusters import in_default_cluster  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     Server(config(application, host=args.host, port=args.port)).run()
 
 
+@in_default_cluster
 def _warm() -> None:
     # One pause of the collector for the whole warm-up: each computation's own pause ended in a
     # full collection over what the one before had built (0.4-0.8 s at 5,000 nodes), and the

@@ -9,8 +9,14 @@ class InventoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         # Importing the module registers the inventory kinds' sync handlers.
         import inventory.sync  # noqa: F401
+        from inventory.planner import after_migrate
+
+        # After every migrate: a table SQLite remade lost its statistics (inventory.planner).
+        post_migrate.connect(after_migrate, dispatch_uid="inventory.planner.seed")
         from inventory.visibility import sharing_key
 
         # Live renders are shared only between people who see the same namespaces.

@@ -8,18 +8,89 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from dashboard import scope
 from inventory.choices import Kind
 
 # `device.driver == "x"`: the one selector shape that names a driver without running CEL.
 _DRIVER_SELECTOR = re.compile(r'^\s*device\.driver\s*==\s*"([^"\\]+)"\s*$')
 
 
-class KubeObject(models.Model):
+class Cluster(models.Model):
+    """A Kubernetes cluster whose objects the dashboard keeps: every synced row belongs to one.
+
+    Named by the operator (a slug, used in URLs and metric labels); identified by the uid of
+    its kube-system namespace once the sync has seen it. Removing a cluster removes its rows.
+    """
+
+    DEFAULT = "default"
+
+    name = models.SlugField(max_length=63, help_text="The operator's name for it, in URLs.")
+    uid = models.CharField(
+        max_length=64, blank=True, default="", help_text="The uid of its kube-system namespace."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["name"], name="cluster_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class InScope(models.Expression):
+    """The cluster in scope, read when the query is compiled, not when it is built: a queryset
+    made at import time (a viewset's `queryset`) reads the scope of each request."""
+
+    output_field = models.BigIntegerField()
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[int]]:
+        return "%s", [scope.current()]
+
+
+class ScopedManager(models.Manager["models.Model"]):
+    """Rows of the cluster in scope (`dashboard.scope`); outside a scope, raises ScopeUnset."""
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        return super().get_queryset().filter(cluster_id=InScope())
+
+
+class Scoped(models.Model):
+    """A row of one cluster: written with the cluster in scope, read only inside that scope.
+
+    A new row takes the cluster in scope; outside a scope it has none, and saving it fails on
+    the column's NOT NULL (unsaved rows made for computations need no scope).
+    `objects` is the scoped manager (the default one: admin, serializers and related lookups
+    use it); `all_clusters` reads across clusters, for what spans the fleet (removing a
+    cluster, expiry sweeps). Every constraint and index of a scoped model leads with `cluster`
+    (a cluster's rows are one range of each index; SQLite is told what that means for its plans
+    by `inventory.planner`), but those of rows found through a parent row of one cluster (a
+    slice's devices and counter sets).
+    """
+
+    cluster = models.ForeignKey(
+        Cluster,
+        on_delete=models.CASCADE,
+        default=scope.get,
+        related_name="+",
+        # Each constraint and index leads with the cluster: one more would only cost writes.
+        db_index=False,
+    )
+
+    objects = ScopedManager()
+    all_clusters = models.Manager()
+
+    class Meta:
+        abstract = True
+
+
+class KubeObject(Scoped):
     """Columns every synced Kubernetes object has.
 
     Each model declares its own indexes in Meta, never with `unique=True`/`db_index=True` on a
@@ -59,15 +130,16 @@ class Node(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="node_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="node_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="node_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_name_unique"),
         ]
         indexes = [
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at"], name="node_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="node_synced_idx"),
             # ... and lists the versions of the table that changed from the index alone.
             models.Index(
-                fields=["name", "uid", "resource_version", "synced_at"], name="node_versions_idx"
+                fields=["cluster", "name", "uid", "resource_version", "synced_at"],
+                name="node_versions_idx",
             ),
         ]
 
@@ -78,8 +150,8 @@ class Namespace(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="namespace_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="namespace_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="namespace_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="namespace_name_unique"),
         ]
 
 
@@ -93,8 +165,8 @@ class DeviceClass(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="deviceclass_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="deviceclass_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="deviceclass_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="deviceclass_name_unique"),
         ]
         verbose_name_plural = "device classes"
 
@@ -117,13 +189,13 @@ class ResourceClass(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="resourceclass_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="resourceclass_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="resourceclass_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="resourceclass_name_unique"),
         ]
         verbose_name_plural = "resource classes"
 
 
-class Pool(models.Model):
+class Pool(Scoped):
     """A pool of devices, named by driver and pool name, published across one or more slices.
 
     Only slices of the highest generation count; the pool is complete when all
@@ -147,9 +219,11 @@ class Pool(models.Model):
     class Meta:
         ordering = ["driver", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["driver", "name"], name="pool_driver_name_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "driver", "name"], name="pool_driver_name_unique"
+            ),
         ]
-        indexes = [models.Index(fields=["node_name"], name="pool_node_idx")]
+        indexes = [models.Index(fields=["cluster", "node_name"], name="pool_node_idx")]
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.name}"
@@ -179,25 +253,25 @@ class ResourceSlice(KubeObject):
     class Meta:
         ordering = ["driver", "pool_name", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="slice_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="slice_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="slice_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="slice_name_unique"),
         ]
         indexes = [
             # Also serves lookups by driver alone.
-            models.Index(fields=["driver", "pool_name"], name="slice_pool_idx"),
-            models.Index(fields=["node_name"], name="slice_node_idx"),
+            models.Index(fields=["cluster", "driver", "pool_name"], name="slice_pool_idx"),
+            models.Index(fields=["cluster", "node_name"], name="slice_node_idx"),
             # What-if's fingerprint reads the latest write per table (claims.whatif.listing).
-            models.Index(fields=["synced_at"], name="slice_synced_idx"),
+            models.Index(fields=["cluster", "synced_at"], name="slice_synced_idx"),
             # ... and lists the versions of the table that changed from the index alone.
             models.Index(
-                fields=["name", "uid", "resource_version", "synced_at"],
+                fields=["cluster", "name", "uid", "resource_version", "synced_at"],
                 condition=models.Q(classic=False),
                 name="slice_versions_idx",
             ),
         ]
 
 
-class CounterSet(models.Model):
+class CounterSet(Scoped):
     """A set of shared counters (sharedCounters) that partitionable devices consume from."""
 
     # No index of its own: counterset_slice_name_unique leads with the slice.
@@ -218,7 +292,7 @@ class CounterSet(models.Model):
         return f"{self.pool}/{self.name}"
 
 
-class Device(models.Model):
+class Device(Scoped):
     """One device of a ResourceSlice, identified by driver/pool/name."""
 
     # No index of its own: device_slice_name_unique leads with the slice.
@@ -255,8 +329,10 @@ class Device(models.Model):
             models.UniqueConstraint(fields=["slice", "name"], name="device_slice_name_unique"),
         ]
         indexes = [
-            models.Index(fields=["driver", "pool_name", "name"], name="device_identity_idx"),
-            models.Index(fields=["node_name"], name="device_node_idx"),
+            models.Index(
+                fields=["cluster", "driver", "pool_name", "name"], name="device_identity_idx"
+            ),
+            models.Index(fields=["cluster", "node_name"], name="device_node_idx"),
         ]
 
     def __str__(self) -> str:
@@ -278,12 +354,12 @@ class DeviceTaintRule(KubeObject):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["uid"], name="taintrule_uid_unique"),
-            models.UniqueConstraint(fields=["name"], name="taintrule_name_unique"),
+            models.UniqueConstraint(fields=["cluster", "uid"], name="taintrule_uid_unique"),
+            models.UniqueConstraint(fields=["cluster", "name"], name="taintrule_name_unique"),
         ]
 
 
-class SyncState(models.Model):
+class SyncState(Scoped):
     """The sync cursor and health of one kind; survives restarts.
 
     `resource_version` is the watch cursor: every event up to it is committed. It means
@@ -299,7 +375,7 @@ class SyncState(models.Model):
     # watcher reconnects (and checks) at least every WATCH_TIMEOUT_SECONDS (290 s).
     STALE_AFTER = timedelta(minutes=15)
 
-    kind = models.CharField(max_length=64, choices=Kind.choices, unique=True)
+    kind = models.CharField(max_length=64, choices=Kind.choices)
     served_version = models.CharField(max_length=64, blank=True, default="")
     served = models.BooleanField(default=True)
     not_served_reason = models.TextField(blank=True, default="")
@@ -320,6 +396,9 @@ class SyncState(models.Model):
 
     class Meta:
         ordering = ["kind"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "kind"], name="syncstate_kind_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind}@{self.resource_version or '-'}"
@@ -348,7 +427,7 @@ class SyncState(models.Model):
         return "ok"
 
 
-class SkippedObject(models.Model):
+class SkippedObject(Scoped):
     """An object the sync could not normalize: recorded, skipped, the stream carried on."""
 
     kind = models.CharField(max_length=64)
@@ -363,7 +442,7 @@ class SkippedObject(models.Model):
         ordering = ["-seen_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "namespace", "name"], name="skipped_kind_ns_name_unique"
+                fields=["cluster", "kind", "namespace", "name"], name="skipped_kind_ns_name_unique"
             ),
         ]
 
@@ -371,7 +450,7 @@ class SkippedObject(models.Model):
         return f"{self.kind} {self.namespace}/{self.name}: {self.error}"
 
 
-class SnapshotImport(models.Model):
+class SnapshotImport(Scoped):
     """One `manage.py import_snapshot` run: when, full or merge, and what it stored per kind.
 
     Written in the import's own transaction. Data that came from a snapshot has no watcher

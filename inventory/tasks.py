@@ -21,6 +21,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 
 from dralib.kube.kinds import KINDS
+from inventory.clusters import in_default_cluster
 from inventory.leases import LeaseSupervisor, adopt_free
 from inventory.sync.watch import run_kind
 
@@ -63,6 +64,7 @@ def _adopt_watchers(sender: Any = None, **kwargs: Any) -> None:
 
 
 @shared_task(ignore_result=True, acks_late=False)
+@in_default_cluster
 def watch_kind(kind: str, max_seconds: int = WATCH_MAX_SECONDS) -> str:
     """Watch one kind for at most `max_seconds`; "busy" when another worker watches it."""
     if kind not in KINDS:
@@ -85,6 +87,7 @@ def watch_kind(kind: str, max_seconds: int = WATCH_MAX_SECONDS) -> str:
 
 
 @shared_task(ignore_result=True)
+@in_default_cluster
 def ensure_watchers(max_seconds: int = WATCH_MAX_SECONDS) -> list[str]:
     """Queue a watcher for every kind nobody is watching; returns the kinds queued.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from claims.events import SWEEPS
+from dashboard import scope
 from dashboard.kept import Kept
+from inventory.clusters import forget as forget_clusters
+from inventory.clusters import in_cluster
 from tests.console.demo import load_demo
 
 SYSTEM_PACKAGES = {
@@ -71,6 +75,25 @@ def _nothing_kept_from_earlier_tests() -> None:
     Kept.forget_every()
     # Nor a TTL sweep of the events: a new process's first Event batch sweeps.
     SWEEPS.last = None
+
+
+@pytest.fixture(autouse=True)
+def _in_default_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test using the database works in the default cluster's scope, as a request does."""
+    forget_clusters()
+    uses_db = request.node.get_closest_marker("django_db") is not None or any(
+        name in request.fixturenames
+        for name in ("db", "transactional_db", "live_server", "django_db_reset_sequences")
+    )
+    if not uses_db:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    with in_cluster():
+        # Looked up now, not inside a test's count of its queries.
+        scope.current()
+        yield
+    forget_clusters()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

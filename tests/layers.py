@@ -28,7 +28,13 @@ FRAMEWORK_PREFIXES = ("django_", "drf_")
 # shared parts stay leaves: they import no engine either.
 SHARED = ("dralib.allocator.cel", "dralib.allocator.quantity", "dralib.allocator.semver")
 # Django's settings are the one place where a project composes its apps: these settings name them.
-COMPOSITION = {"INSTALLED_APPS", "ROOT_URLCONF", "ASGI_APPLICATION", "WSGI_APPLICATION"}
+COMPOSITION = {
+    "INSTALLED_APPS",
+    "MIDDLEWARE",
+    "ROOT_URLCONF",
+    "ASGI_APPLICATION",
+    "WSGI_APPLICATION",
+}
 DYNAMIC = {"import_module", "__import__", "import_string", "run_module"}
 APP_LABEL_CALLS = {"get_app_config", "is_installed", "get_model", "get_models"}
 DOTTED = re.compile(r"[A-Za-z_]\w*(\.\w+)+(:\w+)?")

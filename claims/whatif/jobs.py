@@ -35,6 +35,7 @@ from claims.whatif.options import REQUEST_KEYS
 from claims.whatif.request import run_request
 from claims.whatif.trim import trim_answer
 from dashboard.live import publish_changes
+from inventory.clusters import in_default_cluster
 
 __all__ = [
     "JOB_CACHE_SECONDS",
@@ -149,6 +150,7 @@ def create_job(request: Mapping[str, Any], *, queue: Queue, owner: str = "") -> 
     return get_job(job["id"]) or job
 
 
+@in_default_cluster
 def run_job(job_id: str, request: Mapping[str, Any]) -> str:
     """Answer one queued job; progress and the outcome go to its document. Returns the status
     ("gone" when the job expired before it ran)."""

@@ -37,6 +37,12 @@ def setup_shared_database(tmp: Path) -> str:
     from django.core.management import call_command
     from django.db import connection
 
+    from dashboard import scope
+    from inventory.clusters import cluster_id
+
+    # The benchmark's whole run reads and writes the default cluster (looked up when first
+    # needed, after the migrations).
+    scope.enter_for_good(cluster_id)
     if connection.vendor == "postgresql":
         connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
         return url.rsplit("/", 1)[0] + f"/{connection.settings_dict['NAME']}"
@@ -47,15 +53,17 @@ def setup_shared_database(tmp: Path) -> str:
 def load_demo(nodes: int, *, seed: int = 1) -> dict[str, list[dict[str, Any]]]:
     """The demo cluster written through the sync's write path; its objects per kind."""
     from demo.generator import generate_demo_cluster
+    from inventory.clusters import in_cluster
     from inventory.sync import HANDLERS, upsert_events
 
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for obj in generate_demo_cluster(nodes=nodes, seed=seed):
         by_kind[str(obj.get("kind"))].append(obj)
     order = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule")
-    for kind in (*order, *sorted(set(by_kind) - set(order))):
-        if kind in HANDLERS:
-            upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
+    with in_cluster():
+        for kind in (*order, *sorted(set(by_kind) - set(order))):
+            if kind in HANDLERS:
+                upsert_events(kind, [(raw, None) for raw in by_kind[kind]], publish=False)
     return by_kind
 
 

@@ -18,10 +18,12 @@ CONTROL_PATH = "/__test__/sync"
 
 
 def _apply(payload: dict[str, Any]) -> dict[str, Any]:
+    from inventory.clusters import in_cluster
     from inventory.sync import apply_events
 
     event = "DELETED" if payload.get("deleted") else "MODIFIED"
-    result = apply_events(str(payload["kind"]), [(event, raw) for raw in payload["objects"]])
+    with in_cluster():
+        result = apply_events(str(payload["kind"]), [(event, raw) for raw in payload["objects"]])
     return {"upserted": result.upserted, "deleted": result.deleted, "skipped": result.skipped}
 
 

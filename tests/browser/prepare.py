@@ -26,24 +26,28 @@ def main(nodes: int, seed: int) -> None:
     from tests.console.demo import load_demo
 
     call_command("migrate", verbosity=0)
-    User.objects.create_user("viewer", "viewer@example.com", "viewer-password")
-    objects = load_demo(nodes=nodes, seed=seed)
-    # A real history for the chart: claims arrive in steps, one sample per step.
-    claims = objects["ResourceClaim"]
-    now = timezone.now()
-    steps = 8
-    from claims.models import ResourceClaim
 
-    ResourceClaim.objects.all().delete()
-    for step in range(steps + 1):
-        part = claims[: len(claims) * step // steps]
-        upsert_events("ResourceClaim", [(raw, None) for raw in part], publish=False)
-        take_sample(now=now - timedelta(hours=3 * (steps - step)))
-    # Loaded without a sync, as an import would: the header says "snapshot imported".
-    from inventory.models import SnapshotImport
+    from inventory.clusters import in_cluster
 
-    SnapshotImport.objects.create(stored={kind: len(items) for kind, items in objects.items()})
-    json.dump(objects, sys.stdout)
+    with in_cluster():
+        User.objects.create_user("viewer", "viewer@example.com", "viewer-password")
+        objects = load_demo(nodes=nodes, seed=seed)
+        # A real history for the chart: claims arrive in steps, one sample per step.
+        claims = objects["ResourceClaim"]
+        now = timezone.now()
+        steps = 8
+        from claims.models import ResourceClaim
+
+        ResourceClaim.objects.all().delete()
+        for step in range(steps + 1):
+            part = claims[: len(claims) * step // steps]
+            upsert_events("ResourceClaim", [(raw, None) for raw in part], publish=False)
+            take_sample(now=now - timedelta(hours=3 * (steps - step)))
+        # Loaded without a sync, as an import would: the header says "snapshot imported".
+        from inventory.models import SnapshotImport
+
+        SnapshotImport.objects.create(stored={kind: len(items) for kind, items in objects.items()})
+        json.dump(objects, sys.stdout)
 
 
 if __name__ == "__main__":

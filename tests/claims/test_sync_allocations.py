@@ -129,12 +129,12 @@ def test_claims_whose_status_is_unchanged_keep_their_rows() -> None:
 def _stored(claim: ResourceClaim) -> tuple[list[str], list[str]]:
     fields = [f.attname for f in AllocatedDevice._meta.concrete_fields if not f.primary_key]
     devices = sorted(
-        repr(sorted((k, v) for k, v in row.items() if k != "claim_id"))
+        repr(sorted((k, v) for k, v in row.items() if k not in ("claim_id", "cluster_id")))
         for row in AllocatedDevice.objects.filter(claim=claim).values(*fields)
     )
     fields = [f.attname for f in Reservation._meta.concrete_fields if not f.primary_key]
     reservations = sorted(
-        repr(sorted((k, v) for k, v in row.items() if k != "claim_id"))
+        repr(sorted((k, v) for k, v in row.items() if k not in ("claim_id", "cluster_id")))
         for row in Reservation.objects.filter(claim=claim).values(*fields)
     )
     return devices, reservations

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from claims.models import ResourceClaim
 from claims.templates import POD_CLAIM_NAME, link_templates
+from dashboard import scope
 from inventory.sync import upsert_events
 
 
@@ -97,7 +98,7 @@ def test_relinking_waits_for_a_writer_of_the_same_claims_instead_of_deadlocking(
         finally:
             connection.close()
 
-    thread = threading.Thread(target=relink)
+    thread = threading.Thread(target=scope.carried(relink))
     with transaction.atomic():
         ResourceClaim.objects.filter(pk=lower).update(request_count=5)
         thread.start()

@@ -31,9 +31,13 @@ def main() -> None:
     from tests.claims.whatif.test_budget import hostile_cluster
 
     call_command("migrate", verbosity=0)
-    user = User.objects.create_user("searcher", password="searcher-password-long-enough")
-    load_objects(hostile_cluster(nodes=3))
-    print(Token.objects.create(user=user).key)
+
+    from inventory.clusters import in_cluster
+
+    with in_cluster():
+        user = User.objects.create_user("searcher", password="searcher-password-long-enough")
+        load_objects(hostile_cluster(nodes=3))
+        print(Token.objects.create(user=user).key)
 
 
 def server_env(var_dir: Path, **settings: str) -> dict[str, str]:

@@ -23,6 +23,7 @@ from claims.devices.availability import forget_units
 from claims.devices.classes import forget_membership
 from console.metrics import as_samples, render_metrics
 from demo.catalog import DEVICE_CLASSES, FABRIC_DRIVER, GPU_DRIVER, NIC_DRIVER
+from inventory.clusters import in_cluster
 from tests.console.demo import load_demo
 
 JSON = dict[str, Any]
@@ -149,7 +150,7 @@ def expected(objects: dict[str, list[JSON]], *, node: str = "") -> dict[str, JSO
 @pytest.fixture(scope="module")
 def big_demo(django_db_setup, django_db_blocker) -> Iterator[dict[str, list[JSON]]]:
     """The 1,000-node demo in the database for the whole module, rolled back at its end."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with django_db_blocker.unblock(), transaction.atomic(), in_cluster():
         forget_membership()
         forget_units()
         yield load_demo(nodes=NODES, seed=1)

@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from dashboard import fragments
+from dashboard import fragments, scope
 from dashboard.fragments import SharedFragmentMiddleware
 
 SEQ = "0123456789abcdef0123456789abcdef"
@@ -145,7 +145,7 @@ def test_a_page_waiting_for_anothers_render_gives_its_connection_back() -> None:
         finally:
             connection.close()
 
-    waiting = threading.Thread(target=waiter)
+    waiting = threading.Thread(target=scope.carried(waiter))
     waiting.start()
     waiting.join()
     renderer.join()

@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
 from django.test import Client
 
-from dashboard import oidc
+from dashboard import oidc, scope
 from dashboard.env import ConfigError, OIDCSettings, read_oidc
 from tests.dashboard.test_settings_refusals import settings_error
 from tests.paths import free_port
@@ -390,7 +390,7 @@ class DiscoveryHandler(BaseHTTPRequestHandler):
 def discovery() -> Iterator[tuple[str, type[DiscoveryHandler]]]:
     handler = type("Handler", (DiscoveryHandler,), {"document": {}, "requests": 0})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=scope.carried(server.serve_forever), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", handler

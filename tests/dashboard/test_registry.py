@@ -26,7 +26,13 @@ BEAT = {
 }
 APP_NAME = re.compile(r"\b(inventory|claims|console|demo)\b")
 # Django's composition point: the only settings that may name the apps.
-COMPOSITION = {"INSTALLED_APPS", "ROOT_URLCONF", "ASGI_APPLICATION", "WSGI_APPLICATION"}
+COMPOSITION = {
+    "INSTALLED_APPS",
+    "MIDDLEWARE",
+    "ROOT_URLCONF",
+    "ASGI_APPLICATION",
+    "WSGI_APPLICATION",
+}
 
 
 def test_beat_schedule_is_what_the_apps_registered() -> None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from claims.devices.classes import class_membership, table_fingerprint
 from claims.models import Pod, ResourceClaim
 from claims.templates import link_templates
+from dashboard import scope
 from inventory.models import DeviceClass, DeviceTaintRule, Node, ResourceSlice
 from inventory.snapshot import import_files
 from inventory.sync import apply_events, upsert_events
@@ -81,7 +82,7 @@ def test_a_writer_committing_after_a_newer_one_moves_the_version_and_the_members
         finally:
             connection.close()
 
-    thread = threading.Thread(target=late_writer)
+    thread = threading.Thread(target=scope.carried(late_writer))
     thread.start()
     assert stamped.wait(timeout=60)
     with transaction.atomic():
@@ -259,7 +260,7 @@ def test_open_writers_wait_for_no_version_row_until_they_commit() -> None:
         finally:
             connection.close()
 
-    thread = threading.Thread(target=open_writer)
+    thread = threading.Thread(target=scope.carried(open_writer))
     thread.start()
     assert holding.wait(timeout=60)
     try:

@@ -14,6 +14,7 @@ from django.contrib.auth.models import AnonymousUser, Group, User
 from django.db import connection
 from django.test import Client
 
+from dashboard import scope
 from dralib.kube.fakeapi import FakeApiServer
 from inventory import visibility
 from inventory.choices import Kind
@@ -142,7 +143,7 @@ def test_concurrent_requests_of_one_person_review_once(cluster: FakeApiServer) -
             # pool cannot lend to the threads still waiting (PostgreSQL, a pool of ten).
             connection.close()
 
-    threads = [threading.Thread(target=ask) for _ in range(16)]
+    threads = [threading.Thread(target=scope.carried(ask)) for _ in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -165,7 +166,10 @@ def test_cache_single_flight_bound_and_expiry() -> None:
         release.wait(10)
         return Visibility(everything=False, namespaces=frozenset({"a"}))
 
-    threads = [threading.Thread(target=cache.get, args=(("u", ()), slow_lookup)) for _ in range(8)]
+    threads = [
+        threading.Thread(target=scope.carried(cache.get), args=(("u", ()), slow_lookup))
+        for _ in range(8)
+    ]
     for thread in threads:
         thread.start()
     # Let the waiters pile up behind the first lookup (the count holds whatever the timing).

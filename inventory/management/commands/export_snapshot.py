@@ -4,6 +4,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from inventory.clusters import in_default_cluster
 from inventory.snapshot import SnapshotError, write_snapshot
 
 
@@ -14,6 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--output", "-o", default="-", help="file to write (default stdout)")
         parser.add_argument("--format", choices=["yaml", "json"], default="yaml")
 
+    @in_default_cluster
     def handle(self, *args, output, format, **options):
         try:
             if output == "-":

@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from inventory.clusters import in_default_cluster
 from inventory.snapshot import SnapshotError, import_files
 
 
@@ -19,6 +20,7 @@ class Command(BaseCommand):
             help="only add and update; keep stored objects missing from the files",
         )
 
+    @in_default_cluster
     def handle(self, *args, files, merge, **options):
         try:
             report = import_files(files, merge=merge)

@@ -22,6 +22,7 @@ from django.db import connection
 from dralib.kube.client import KubeClient, load_client
 from dralib.kube.discovery import Discovery
 from dralib.kube.kinds import kind_spec
+from inventory.clusters import in_default_cluster
 from inventory.locks import WatcherLock, watcher_lock
 from inventory.sync.watch.loop import KindWatcher, WatchOptions
 from inventory.sync.watch.store import DatabaseSink
@@ -87,6 +88,7 @@ class LockKeeper:
                 return
 
 
+@in_default_cluster
 def run_kind(
     kind: str,
     *,
@@ -131,6 +133,7 @@ def run_kind(
     return True
 
 
+@in_default_cluster
 def serve_kind(
     kind: str,
     *,

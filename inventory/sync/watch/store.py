@@ -14,6 +14,8 @@ from typing import ParamSpec, TypeVar
 
 from django.db import close_old_connections, connection, transaction
 
+from dashboard import scope
+from inventory.clusters import cluster_id as default_cluster_id
 from inventory.sync import apply_events, replace_all
 from inventory.sync.watch import state
 from inventory.sync.watch.sink import JSON, Cursor, Listing
@@ -39,10 +41,15 @@ def give_back() -> None:
 
 
 def _then_give_back(write: Callable[P, R]) -> Callable[P, R]:
+    """A sink's write, in its cluster's scope; the connection given back after."""
+
     @functools.wraps(write)
     def written(*args: P.args, **kwargs: P.kwargs) -> R:
+        sink = args[0]
+        assert isinstance(sink, DatabaseSink)
         try:
-            return write(*args, **kwargs)
+            with scope.use(sink.cluster_id):
+                return write(*args, **kwargs)
         finally:
             give_back()
 
@@ -50,11 +57,15 @@ def _then_give_back(write: Callable[P, R]) -> Callable[P, R]:
 
 
 class DatabaseSink:
-    """Writes one kind's objects and its SyncState for the watcher named `watcher`."""
+    """Writes one kind's objects and its SyncState for the watcher named `watcher`, in one
+    cluster: `cluster_id`, else the scope it was made in, else the default cluster."""
 
-    def __init__(self, kind: str, *, watcher: str) -> None:
+    def __init__(self, kind: str, *, watcher: str, cluster_id: int | None = None) -> None:
         self.kind = kind
         self.watcher = watcher
+        if cluster_id is None:
+            cluster_id = scope.get()
+        self.cluster_id = cluster_id if cluster_id is not None else default_cluster_id()
 
     @_then_give_back
     def open(self) -> Cursor:

@@ -26,6 +26,7 @@ from django.db import connections
 
 from claims.whatif.service import forget_simulations, what_if
 from claims.whatif.state import forget_cluster_state, forget_selector_caches
+from dashboard import scope
 from demo.generator import generate_demo_cluster
 from tests.claims.whatif.conftest import load_objects
 from tests.claims.whatif.helpers import claim_yaml
@@ -102,7 +103,7 @@ def test_the_same_complete_answer_with_one_four_and_eight_clients(
         return _ask(budget)
 
     with ThreadPoolExecutor(max_workers=clients) as pool:
-        results = list(pool.map(client, range(clients)))
+        results = list(pool.map(scope.carried(client), range(clients)))
     for answer, own, during in results:
         assert "gaveUp" not in answer
         assert _comparable(answer) == _comparable(reference)

@@ -26,6 +26,7 @@ from django.test import Client
 
 from claims.whatif.service import forget_simulations, what_if
 from claims.whatif.state import forget_cluster_state, forget_selector_caches
+from dashboard import scope
 from tests.asgi import asgi_request
 from tests.claims.whatif.helpers import URL, claim_yaml
 
@@ -187,11 +188,11 @@ def test_concurrent_what_ifs_match_serial_answers(demo, fast_switching) -> None:
         _forget_everything()
         start = threading.Barrier(THREADS)
         stop = threading.Event()
-        churner = threading.Thread(target=churn, args=(stop,))
+        churner = threading.Thread(target=scope.carried(churn), args=(stop,))
         churner.start()
         try:
             with ThreadPoolExecutor(max_workers=THREADS) as pool:
-                results = list(pool.map(partial(ask, start=start), jobs))
+                results = list(pool.map(scope.carried(partial(ask, start=start)), jobs))
         finally:
             stop.set()
             churner.join()

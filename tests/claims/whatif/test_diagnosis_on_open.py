@@ -13,6 +13,7 @@ from django.urls import reverse
 from claims.models import ResourceClaim
 from claims.whatif import diagnosis as diagnosis_module
 from claims.whatif.diagnosis import diagnose_claim
+from dashboard import scope
 from tests import factories as f
 from tests.claims.whatif.cluster import DRIVER
 from tests.claims.whatif.conftest import load_objects
@@ -162,7 +163,7 @@ def test_concurrent_openings_compute_once(full) -> None:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=open_page) for _ in range(8)]
+    threads = [threading.Thread(target=scope.carried(open_page)) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -16,6 +16,7 @@ from django.db import OperationalError, connections
 from claims.whatif import state
 from claims.whatif.service import forget_simulations, warm_live_simulation, what_if
 from claims.whatif.state import forget_cluster_state
+from dashboard import scope
 from inventory.sync import upsert_events
 from tests.claims.whatif.helpers import claim_yaml
 
@@ -105,10 +106,10 @@ def test_questions_during_warm_and_a_change_match_serial_answers(demo) -> None:
         finally:
             connections.close_all()
 
-    warmer = threading.Thread(target=warm)
+    warmer = threading.Thread(target=scope.carried(warm))
     warmer.start()
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        answers = list(pool.map(ask, range(THREADS)))
+        answers = list(pool.map(scope.carried(ask), range(THREADS)))
     warmer.join()
     assert all(a in (before, after) for a in answers)
     # After all of it, the kept state is the changed cluster's.

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from dashboard import scope
 from dralib.kube.client import KubeClient, load_client
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
@@ -76,7 +77,7 @@ class Watchers:
         for kind in kinds:
             stop = threading.Event()
             thread = threading.Thread(
-                target=run_kind,
+                target=scope.carried(run_kind),
                 kwargs={
                     "kind": kind,
                     "stop": stop,

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import redis
 
+from dashboard import scope
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
 from inventory.leases import QUEUED_SUFFIX, lease_name
@@ -311,7 +312,7 @@ def test_three_workers_started_together_watch_each_kind_once(
                     seen[kind] = owner
             time.sleep(0.02)
 
-    sampler = threading.Thread(target=watch_holders, daemon=True)
+    sampler = threading.Thread(target=scope.carried(watch_holders), daemon=True)
     sampler.start()
     # Three lease times: every holder renews about nine times and every supervisor checks six.
     stop.wait(3 * LEASE_SECONDS)

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from dashboard import scope
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
 from inventory.models import SyncState
@@ -332,7 +333,7 @@ def test_sigterm_flag_stops_after_the_current_batch(server, client_factory) -> N
         stop=stop,
         options=FAST,
     )
-    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread = threading.Thread(target=scope.carried(watcher.run), daemon=True)
     thread.start()
     wait_converged(server, "Node")
     stop.set()

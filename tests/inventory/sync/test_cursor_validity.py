@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from dashboard import scope
 from dralib.kube.client import KubeClient, load_client
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
@@ -282,7 +283,7 @@ def test_not_served_is_neutral_and_logged_once(server, client_factory, caplog) -
         options=options,
     )
     with caplog.at_level(logging.INFO, logger="inventory.sync.watch.loop"):
-        thread = threading.Thread(target=watcher.run, daemon=True)
+        thread = threading.Thread(target=scope.carried(watcher.run), daemon=True)
         thread.start()
         wait_for(lambda: SyncState.objects.filter(kind="ResourceClass", served=False).exists())
         time.sleep(0.5)

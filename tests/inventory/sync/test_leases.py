@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 import redis
 
+from dashboard import scope
 from dralib.kube.kinds import KINDS
 from inventory.leases import QUEUED_SUFFIX, LeaseSupervisor, adopt_free, lease_name
 from inventory.locks import LOCK_PREFIX, watcher_lock
@@ -49,7 +50,7 @@ def test_workers_racing_for_free_leases_queue_one_watcher_each(leases_in_redis):
         barrier.wait()
         adopt_free(KINDS, owner=f"worker-{index}", start=start, hold=30)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=scope.carried(worker), args=(i,)) for i in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dashboard import scope
 from dralib.kube.client import load_client
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
@@ -112,7 +113,7 @@ def start(server: FakeApiServer, sink: Sink, tmp_path: Any) -> tuple[threading.E
         stop=stop,
         options=FAST,
     )
-    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread = threading.Thread(target=scope.carried(watcher.run), daemon=True)
     thread.start()
     return stop, thread
 
@@ -188,7 +189,7 @@ def test_taking_the_kind_over_and_listing_count_as_heartbeats(tmp_path) -> None:
                 FAST, heartbeat_every=30.0, timeout_seconds=10, read_timeout=10.0
             ),
         )
-        thread = threading.Thread(target=watcher.run, daemon=True)
+        thread = threading.Thread(target=scope.carried(watcher.run), daemon=True)
         thread.start()
         # Two idle ticks (a second each) after the list: each asked whether to heartbeat.
         wait_for(lambda: TickCounting.ticks >= 2, timeout=10)

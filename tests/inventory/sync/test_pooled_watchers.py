@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from dashboard import scope
 from inventory.sync import HANDLERS
 from inventory.sync.watch.store import DatabaseSink
 
@@ -38,7 +39,7 @@ def test_a_written_batch_gives_a_pooled_connection_back_and_keeps_a_kept_one() -
         seen["open after the batch"] = connection.connection is not None
         connection.close()
 
-    thread = threading.Thread(target=watcher)
+    thread = threading.Thread(target=scope.carried(watcher))
     thread.start()
     thread.join()
     assert seen["open after the batch"] is (not _pooled())
@@ -73,7 +74,7 @@ def test_more_watchers_than_pooled_connections_all_write() -> None:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=watcher, args=(kind,)) for kind in kinds]
+    threads = [threading.Thread(target=scope.carried(watcher), args=(kind,)) for kind in kinds]
     for thread in threads:
         thread.start()
     for thread in threads:

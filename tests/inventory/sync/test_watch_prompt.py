@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dashboard import scope
 from dralib.kube.client import load_client
 from dralib.kube.fakeapi import FakeApiServer
 from dralib.kube.kinds import KINDS
@@ -107,7 +108,7 @@ def test_each_lone_change_is_committed_before_the_next_is_made(
         stop=stop,
         options=PATIENT,
     )
-    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread = threading.Thread(target=scope.carried(watcher.run), daemon=True)
     thread.start()
     try:
         assert recorder.listed.wait(10)

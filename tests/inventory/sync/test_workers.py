@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from dashboard import scope
 from dralib.kube.fakeapi import FakeApiServer
 from inventory.locks import LOCK_PREFIX
 from inventory.sync import handler_for
@@ -97,7 +98,7 @@ def test_worker_killed_mid_batch_then_a_new_one_converges(server, tmp_path, data
     kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
     _populate(server)
     stop = threading.Event()
-    churner = threading.Thread(target=_churn, args=(server, stop), daemon=True)
+    churner = threading.Thread(target=scope.carried(_churn), args=(server, stop), daemon=True)
     first = _run_worker(database, redis_url, "--identity", "first", kubeconfig=kubeconfig)
     try:
         deadline = time.monotonic() + 60
@@ -263,7 +264,7 @@ def test_database_down_30_s_during_churn_converges(server, tmp_path, private_pos
     _populate(server, count=10)
     worker = _run_worker_url(env_database, redis_url, "--identity", "steady", kubeconfig=kubeconfig)
     stop = threading.Event()
-    churner = threading.Thread(target=_churn, args=(server, stop), daemon=True)
+    churner = threading.Thread(target=scope.carried(_churn), args=(server, stop), daemon=True)
     try:
         _wait_until_equal(server, private_postgres.stored, timeout=60)
         churner.start()

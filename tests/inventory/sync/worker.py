@@ -15,6 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
+from dashboard import scope
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -43,7 +45,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threads = [
         threading.Thread(
-            target=run_kind,
+            target=scope.carried(run_kind),
             kwargs={
                 "kind": kind,
                 "stop": stop,
