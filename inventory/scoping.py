@@ -41,8 +41,6 @@ class AddClusterField(migrations.AddField):
     ) -> None:
         cluster_model = from_state.apps.get_model("inventory", "Cluster")
         alias = schema_editor.connection.alias
-        default, _ = cluster_model._default_manager.using(alias).get_or_create(
-            name=DEFAULT_CLUSTER
-        )
+        default, _ = cluster_model._default_manager.using(alias).get_or_create(name=DEFAULT_CLUSTER)
         with scope.use(default.pk):
             super().database_forwards(app_label, schema_editor, from_state, to_state)
