@@ -51,9 +51,7 @@ def use(scope_id: int | Callable[[], int]) -> Iterator[None]:
     A callable is asked for the id when a query first needs it (a request that reads no
     cluster data, a health probe, looks nothing up); it is asked at every use, so it keeps
     its own answer."""
-    if not callable(scope_id) and (not isinstance(scope_id, int) or isinstance(scope_id, bool)):
-        raise TypeError(f"a scope is a cluster's integer id, not {scope_id!r}")
-    token = _CURRENT.set(scope_id)
+    token = _CURRENT.set(_checked(scope_id))
     try:
         yield
     finally:
@@ -63,9 +61,13 @@ def use(scope_id: int | Callable[[], int]) -> Iterator[None]:
 def enter_for_good(scope_id: int | Callable[[], int]) -> None:
     """Work in `scope_id` from now on, in this thread and what it starts with `carried`: for a
     script whose whole run is one cluster's (a benchmark). Code that ends has `use`."""
+    _CURRENT.set(_checked(scope_id))
+
+
+def _checked(scope_id: int | Callable[[], int]) -> int | Callable[[], int]:
     if not callable(scope_id) and (not isinstance(scope_id, int) or isinstance(scope_id, bool)):
         raise TypeError(f"a scope is a cluster's integer id, not {scope_id!r}")
-    _CURRENT.set(scope_id)
+    return scope_id
 
 
 def carried(target: Callable[..., T]) -> Callable[..., T]:

@@ -4,6 +4,10 @@ from django.db import models
 
 from dralib.kube import kinds
 
+# The cluster every row synced before clusters existed belongs to, and that a single-cluster
+# installation keeps working in (its leases keep their old names).
+DEFAULT_CLUSTER = "default"
+
 # The library's enum as Django choices, for model fields: one list of kinds in the whole tree.
 Kind = models.TextChoices("Kind", [(kind.name, kind.value) for kind in kinds.Kind])
 

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from dashboard import scope
+from inventory.choices import DEFAULT_CLUSTER
 from inventory.models import Cluster
-from inventory.scoping import DEFAULT_CLUSTER
 
 T = TypeVar("T")
 

@@ -24,11 +24,11 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from inventory.choices import DEFAULT_CLUSTER
 from inventory.locks import watcher_lock
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLUSTER = "default"
 # The marker that a watcher for a lease was just queued: `<lease>#queued`, beside the lease.
 QUEUED_SUFFIX = "#queued"
 # After a dying lease expires, wait this much more (at random) before checking: spreads workers.

@@ -28,8 +28,6 @@ class Cluster(models.Model):
     its kube-system namespace once the sync has seen it. Removing a cluster removes its rows.
     """
 
-    DEFAULT = "default"
-
     name = models.SlugField(max_length=63, help_text="The operator's name for it, in URLs.")
     uid = models.CharField(
         max_length=64, blank=True, default="", help_text="The uid of its kube-system namespace."

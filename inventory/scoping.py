@@ -11,8 +11,7 @@ from typing import Any
 from django.db import migrations
 
 from dashboard import scope
-
-DEFAULT_CLUSTER = "default"
+from inventory.choices import DEFAULT_CLUSTER
 
 
 def create_default_cluster(apps: Any, schema_editor: Any) -> None:
